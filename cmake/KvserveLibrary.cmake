@@ -1,0 +1,12 @@
+# kvserve_library(<name> SOURCES <files...> PUBLIC <libs...> PRIVATE <libs...>)
+# A static library of the given sources; an interface library while a module has only headers.
+function(kvserve_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC;PRIVATE" ${ARGN})
+  if(ARG_SOURCES)
+    add_library(${name} STATIC ${ARG_SOURCES})
+    target_link_libraries(${name} PUBLIC ${ARG_PUBLIC} PRIVATE ${ARG_PRIVATE})
+  else()
+    add_library(${name} INTERFACE)
+    target_link_libraries(${name} INTERFACE ${ARG_PUBLIC})
+  endif()
+endfunction()

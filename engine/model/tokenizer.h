@@ -1,0 +1,113 @@
+// Tokenizer: text <-> token ids from the vocabulary stored in a GGUF file.
+//
+// Two algorithms, chosen by `tokenizer.ggml.model`:
+//   "llama" — SentencePiece-style: leading space, spaces as U+2581, greedy merges by piece
+//             score, byte fallback to <0xXX> tokens.
+//   "gpt2"  — byte-level BPE: pre-tokenizer regexes named by `tokenizer.ggml.pre`, GPT-2 byte
+//             alphabet, merges by rank.
+// Immutable after Create; Encode/Decode are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvserve {
+
+class GgufFile;
+
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+// Everything a tokenizer needs, as read from GGUF metadata (or built for synthetic models).
+struct Vocab {
+  std::string model = "llama";  // tokenizer.ggml.model
+  std::string pre;              // tokenizer.ggml.pre (BPE pre-tokenizer name)
+  std::vector<std::string> tokens;
+  std::vector<float> scores;    // SentencePiece; may be empty for BPE
+  std::vector<TokenType> types; // empty means all normal
+  std::vector<std::string> merges;  // BPE: "left right", rank = index
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t unk_id = -1;
+  int32_t pad_id = -1;
+  bool add_bos = true;          // tokenizer.ggml.add_bos_token (default: true for llama)
+  bool add_eos = false;
+  bool add_space_prefix = true; // tokenizer.ggml.add_space_prefix (SentencePiece)
+  std::string chat_template;    // tokenizer.chat_template, may be empty
+};
+
+// Reads the tokenizer.* keys. INVALID_ARGUMENT names the key that is missing or malformed
+// (e.g. scores of a different length than tokens, ids out of range).
+[[nodiscard]] StatusOr<Vocab> LoadVocab(const GgufFile& file);
+// Writes `vocab` as tokenizer.* keys (used by mkmodel).
+class GgufWriter;
+void AddVocabToGguf(const Vocab& vocab, GgufWriter* writer);
+
+class Tokenizer {
+ public:
+  [[nodiscard]] static StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
+  virtual ~Tokenizer() = default;
+
+  // Tokenizes `text`. `add_special`: prepend BOS / append EOS as the vocab asks.
+  // `parse_special`: text equal to a control/user-defined token (e.g. "<|im_start|>") becomes
+  // that token instead of being split into characters (chat templates need this; user prompts
+  // of the completions API do not by default).
+  [[nodiscard]] virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                                                    bool parse_special = false) const = 0;
+
+  // The bytes token `id` contributes to the text: SentencePiece "▁" becomes " ", <0xXX> is
+  // one raw byte, BPE pieces are mapped back from the byte alphabet. Control tokens (BOS, EOS,
+  // ...) give "" unless `render_special`. REQUIRES: 0 <= id < vocab_size().
+  [[nodiscard]] virtual std::string TokenToPiece(int32_t id, bool render_special = false) const = 0;
+
+  // Concatenated pieces. With `strip_leading_space` (SentencePiece only) the space that the
+  // tokenizer added in front of the first piece is removed, so Decode(Encode(s)) == s.
+  [[nodiscard]] std::string Decode(std::span<const int32_t> ids, bool strip_leading_space = true,
+                                   bool render_special = false) const;
+
+  const Vocab& vocab() const { return vocab_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(vocab_.tokens.size()); }
+  int32_t bos_id() const { return vocab_.bos_id; }
+  int32_t eos_id() const { return vocab_.eos_id; }
+  // True for tokens that end generation: EOS, and end-of-turn tokens such as <|eot_id|>,
+  // <|im_end|>, <|end|>, <end_of_turn> when the vocabulary has them.
+  bool IsEndOfGeneration(int32_t id) const;
+  // Token id of an exact piece, or -1.
+  [[nodiscard]] int32_t FindToken(std::string_view piece) const;
+
+ protected:
+  explicit Tokenizer(Vocab vocab);
+  Vocab vocab_;
+  std::vector<int32_t> end_of_generation_ids_;
+};
+
+// Turns a stream of token ids into text deltas that never split a UTF-8 character: bytes of
+// an incomplete character are held back until the next token completes it (or Flush). Not
+// thread-safe; one per generated sequence.
+class StreamingDetokenizer {
+ public:
+  explicit StreamingDetokenizer(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  // Returns the text that became complete with `id` (possibly empty).
+  std::string Push(int32_t id);
+  // Returns held-back bytes (invalid UTF-8 is replaced by U+FFFD).
+  std::string Flush();
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;
+};
+
+}  // namespace kvserve
