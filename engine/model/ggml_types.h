@@ -55,6 +55,13 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 
 // Reference encoders (used by `kvserve mkmodel` and tests). REQUIRES: n % block_values == 0.
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; CHECK-fails on others.
+// F16/BF16 round to nearest even. For finite inputs whose block scales are normal f16
+// numbers, the decoded value differs from the input by at most (amax = max |x| over the
+// value's block, or super-block for the K types):
+//   Q8_0  amax * (1/254 + 2^-11)      (as ggml: d = amax/127 is rounded to f16 after use)
+//   Q4_0  amax / 8 * (1 + 2^-8)       (as ggml: the extreme value of the other sign clamps)
+//   Q4_K  0.0683 * amax               (simple min/max encoder, not ggml's optimizing one)
+//   Q6_K  0.01626 * amax              (simple symmetric encoder, quants in [-31, 31])
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 
 // Block structs, bit-exact with the GGUF spec.

@@ -1,3 +1,8 @@
+// GGUF reader: a bounds-checked cursor over the file's bytes parses the header, the metadata
+// (recursively for arrays, depth and total value count bounded) and the tensor infos, then
+// validates the tensor layout (alignment, sizes, bounds, overlaps) before any tensor data
+// pointer is handed out. Nothing read from the file sizes an allocation before the bytes it
+// describes have been seen to exist.
 #include "engine/model/gguf.h"
 
 #include <fcntl.h>
@@ -5,16 +10,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace kvserve {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr int kMaxArrayDepth = 8;
-constexpr uint64_t kMaxDims = 4;
+// Smallest encodings: a key/value is a key length, a type and a 1-byte value; a tensor info
+// is a name length, n_dims, one dim, a type and an offset.
+constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
+constexpr uint64_t kMaxDimension = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+// Containers grow as elements are parsed; a count from the file reserves at most this many.
+constexpr uint64_t kMaxReserve = 4096;
 
 std::string Hex(uint64_t v) {
   char buf[32];
@@ -79,7 +92,7 @@ uint64_t MinEncodedSize(GgufType type) {
   return 1;
 }
 
-bool ValidType(uint32_t t) { return t <= 12; }
+bool ValidType(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
 
 template <typename T>
 Status ReadInteger(Reader& r, GgufValue* v, std::string_view what) {
@@ -98,7 +111,51 @@ Status ReadInteger(Reader& r, GgufValue* v, std::string_view what) {
   return OkStatus();
 }
 
-Status ReadValue(Reader& r, GgufType type, GgufValue* v, const std::string& key, int depth) {
+// How many more metadata values (scalars and array elements) the file may hold.
+struct ValueBudget {
+  uint64_t values_left = kGgufMaxMetadataValues;
+};
+
+Status ReadValue(Reader& r, GgufType type, GgufValue* v, const std::string& key, int depth,
+                 ValueBudget& budget);
+
+Status ReadArray(Reader& r, GgufValue* v, const std::string& key, int depth,
+                 ValueBudget& budget) {
+  if (depth >= kGgufMaxArrayDepth) {
+    return DataLossError("arrays nested deeper than " + std::to_string(kGgufMaxArrayDepth) +
+                         " in key '" + key + "'");
+  }
+  uint32_t elem = 0;
+  uint64_t count = 0;
+  RETURN_IF_ERROR(r.Read(&elem, key));
+  RETURN_IF_ERROR(r.Read(&count, key));
+  if (!ValidType(elem)) {
+    return DataLossError("unknown array element type " + std::to_string(elem) + " in key '" +
+                         key + "'");
+  }
+  v->elem_type = static_cast<GgufType>(elem);
+  if (count > r.remaining() / MinEncodedSize(v->elem_type)) {
+    return DataLossError("array count " + std::to_string(count) + " of key '" + key +
+                         "' exceeds the file");
+  }
+  if (count > budget.values_left) {
+    return InvalidArgumentError("key '" + key + "': the metadata holds more than " +
+                                std::to_string(kGgufMaxMetadataValues) + " values");
+  }
+  v->array.reserve(std::min(count, kMaxReserve));
+  for (uint64_t i = 0; i < count; ++i) {
+    RETURN_IF_ERROR(ReadValue(r, v->elem_type, &v->array.emplace_back(), key, depth + 1, budget));
+  }
+  return OkStatus();
+}
+
+Status ReadValue(Reader& r, GgufType type, GgufValue* v, const std::string& key, int depth,
+                 ValueBudget& budget) {
+  if (budget.values_left == 0) {
+    return InvalidArgumentError("key '" + key + "': the metadata holds more than " +
+                                std::to_string(kGgufMaxMetadataValues) + " values");
+  }
+  --budget.values_left;
   v->type = type;
   switch (type) {
     case GgufType::kUint8: return ReadInteger<uint8_t>(r, v, key);
@@ -124,32 +181,126 @@ Status ReadValue(Reader& r, GgufType type, GgufValue* v, const std::string& key,
       return OkStatus();
     }
     case GgufType::kString: return r.ReadString(&v->str, key);
-    case GgufType::kArray: {
-      if (depth >= kMaxArrayDepth) {
-        return DataLossError("arrays nested deeper than " + std::to_string(kMaxArrayDepth) +
-                             " in key '" + key + "'");
-      }
-      uint32_t elem;
-      uint64_t count;
-      RETURN_IF_ERROR(r.Read(&elem, key));
-      RETURN_IF_ERROR(r.Read(&count, key));
-      if (!ValidType(elem)) {
-        return DataLossError("unknown array element type " + std::to_string(elem) +
-                             " in key '" + key + "'");
-      }
-      v->elem_type = static_cast<GgufType>(elem);
-      if (count > r.remaining() / MinEncodedSize(v->elem_type)) {
-        return DataLossError("array count " + std::to_string(count) + " of key '" + key +
-                             "' exceeds the file");
-      }
-      v->array.resize(count);
-      for (uint64_t i = 0; i < count; ++i) {
-        RETURN_IF_ERROR(ReadValue(r, v->elem_type, &v->array[i], key, depth + 1));
-      }
-      return OkStatus();
-    }
+    case GgufType::kArray: return ReadArray(r, v, key, depth, budget);
   }
   return DataLossError("unknown value type for key '" + key + "'");
+}
+
+Status CheckVersion(uint32_t version) {
+  if (version == 2 || version == 3) return OkStatus();
+  if (version == 1) {
+    return InvalidArgumentError("GGUF version 1 (32-bit counts) is not supported; convert the "
+                                "file to version 3");
+  }
+  const uint32_t swapped = __builtin_bswap32(version);
+  if (swapped == 2 || swapped == 3) {
+    return InvalidArgumentError("big-endian GGUF file (version " + std::to_string(swapped) +
+                                ") is not supported");
+  }
+  return InvalidArgumentError("unsupported GGUF version " + std::to_string(version));
+}
+
+Status ParseMetadata(Reader& r, uint64_t kv_count, std::map<std::string, GgufValue>* metadata) {
+  if (kv_count > r.remaining() / kMinKeyValueBytes) {
+    return DataLossError("metadata count " + std::to_string(kv_count) + " exceeds the file");
+  }
+  ValueBudget budget;
+  for (uint64_t i = 0; i < kv_count; ++i) {
+    std::string key;
+    RETURN_IF_ERROR(r.ReadString(&key, "metadata key #" + std::to_string(i)));
+    uint32_t type = 0;
+    RETURN_IF_ERROR(r.Read(&type, key));
+    if (!ValidType(type)) {
+      return DataLossError("unknown value type " + std::to_string(type) + " for key '" + key + "'");
+    }
+    GgufValue value;
+    RETURN_IF_ERROR(ReadValue(r, static_cast<GgufType>(type), &value, key, 0, budget));
+    if (metadata->count(key) != 0) return DataLossError("duplicate metadata key '" + key + "'");
+    metadata->emplace(std::move(key), std::move(value));
+  }
+  return OkStatus();
+}
+
+// general.alignment if present (any integer type), else the default.
+StatusOr<uint64_t> AlignmentOf(const std::map<std::string, GgufValue>& metadata) {
+  auto it = metadata.find("general.alignment");
+  if (it == metadata.end()) return kGgufDefaultAlignment;
+  const GgufValue& a = it->second;
+  const bool is_signed_negative = a.is_integer() && a.i64 < 0;
+  if (!a.is_integer() || is_signed_negative || a.u64 == 0 || a.u64 > kGgufMaxAlignment ||
+      (a.u64 & (a.u64 - 1)) != 0) {
+    return DataLossError("general.alignment must be a power of two integer <= " +
+                         std::to_string(kGgufMaxAlignment) + ", got " +
+                         (a.is_integer() ? (is_signed_negative ? std::to_string(a.i64)
+                                                               : std::to_string(a.u64))
+                                         : std::string(GgufTypeName(a.type))));
+  }
+  return a.u64;
+}
+
+// Reads one tensor info and checks everything that does not depend on the other tensors.
+Status ParseTensorInfo(Reader& r, uint64_t index, uint64_t alignment, GgufTensorInfo* t) {
+  RETURN_IF_ERROR(r.ReadString(&t->name, "tensor name #" + std::to_string(index)));
+  const std::string what = "tensor '" + t->name + "'";
+  uint32_t n_dims = 0;
+  RETURN_IF_ERROR(r.Read(&n_dims, what));
+  if (n_dims == 0 || n_dims > kGgufMaxDims) {
+    return DataLossError(what + " has " + std::to_string(n_dims) + " dimensions (1 to " +
+                         std::to_string(kGgufMaxDims) + " allowed)");
+  }
+  t->dims.resize(n_dims);
+  t->num_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    RETURN_IF_ERROR(r.Read(&t->dims[d], what));
+    if (t->dims[d] > kMaxDimension) {
+      return DataLossError(what + " dimension " + std::to_string(d) + " is " +
+                           std::to_string(t->dims[d]) + " (more than 2^63 - 1)");
+    }
+    if (t->dims[d] != 0 && t->num_elements > kMaxDimension / t->dims[d]) {
+      return DataLossError(what + " element count overflows");
+    }
+    t->num_elements *= t->dims[d];
+  }
+  uint32_t type = 0;
+  RETURN_IF_ERROR(r.Read(&type, what));
+  std::optional<GgmlTypeInfo> info = GetGgmlTypeInfo(type);
+  if (!info) return DataLossError(what + " has unknown type " + std::to_string(type));
+  t->type = static_cast<GgmlType>(type);
+  RETURN_IF_ERROR(r.Read(&t->offset, what));
+  if (t->dims[0] % info->block_values != 0) {
+    return DataLossError(what + ": row length " + std::to_string(t->dims[0]) +
+                         " is not a multiple of the " + std::string(info->name) +
+                         " block size " + std::to_string(info->block_values));
+  }
+  const uint64_t blocks = t->num_elements / info->block_values;
+  if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes) {
+    return DataLossError(what + " byte size overflows");
+  }
+  t->nbytes = blocks * info->block_bytes;
+  if (t->offset % alignment != 0) {
+    return DataLossError(what + " offset " + Hex(t->offset) + " is not aligned to " +
+                         std::to_string(alignment));
+  }
+  return OkStatus();
+}
+
+// REQUIRES: every tensor's [offset, offset + nbytes) lies inside the data section.
+Status CheckNoOverlap(const std::vector<GgufTensorInfo>& tensors) {
+  std::vector<const GgufTensorInfo*> by_offset;
+  by_offset.reserve(tensors.size());
+  for (const GgufTensorInfo& t : tensors) {
+    if (t.nbytes > 0) by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& prev = *by_offset[i - 1];
+    if (by_offset[i]->offset < prev.offset + prev.nbytes) {
+      return DataLossError("tensors '" + prev.name + "' and '" + by_offset[i]->name +
+                           "' overlap in the data section");
+    }
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -189,7 +340,12 @@ bool GgufValue::is_integer() const {
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("cannot open '" + path + "': " + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = "cannot open '" + path + "': " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(std::move(message))
+                         : InvalidArgumentError(std::move(message));
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
@@ -237,107 +393,41 @@ Status GgufFile::Parse() {
   RETURN_IF_ERROR(r.Read(&magic, "magic"));
   if (magic != kMagic) return InvalidArgumentError("not a GGUF file (bad magic " + Hex(magic) + ")");
   RETURN_IF_ERROR(r.Read(&version_, "version"));
-  if (version_ == 1) {
-    return InvalidArgumentError("GGUF version 1 (32-bit counts) is not supported; convert the "
-                                "file to version 3");
-  }
-  if (version_ != 2 && version_ != 3) {
-    return InvalidArgumentError("unsupported GGUF version " + std::to_string(version_));
-  }
+  RETURN_IF_ERROR(CheckVersion(version_));
   uint64_t tensor_count = 0, kv_count = 0;
   RETURN_IF_ERROR(r.Read(&tensor_count, "tensor count"));
   RETURN_IF_ERROR(r.Read(&kv_count, "metadata count"));
-  // Each key/value takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at
-  // least 8 + 4 + 8 + 4 + 8.
-  if (kv_count > r.remaining() / 13) {
-    return DataLossError("metadata count " + std::to_string(kv_count) + " exceeds the file");
-  }
-  for (uint64_t i = 0; i < kv_count; ++i) {
-    std::string key;
-    RETURN_IF_ERROR(r.ReadString(&key, "metadata key #" + std::to_string(i)));
-    uint32_t type = 0;
-    RETURN_IF_ERROR(r.Read(&type, key));
-    if (!ValidType(type)) {
-      return DataLossError("unknown value type " + std::to_string(type) + " for key '" + key + "'");
-    }
-    GgufValue value;
-    RETURN_IF_ERROR(ReadValue(r, static_cast<GgufType>(type), &value, key, 0));
-    if (metadata_.count(key) != 0) return DataLossError("duplicate metadata key '" + key + "'");
-    metadata_.emplace(std::move(key), std::move(value));
-  }
+  RETURN_IF_ERROR(ParseMetadata(r, kv_count, &metadata_));
+  ASSIGN_OR_RETURN(alignment_, AlignmentOf(metadata_));
 
-  if (const GgufValue* a = Find("general.alignment")) {
-    if (!a->is_integer() || a->u64 == 0 || a->u64 > (1u << 20) || (a->u64 & (a->u64 - 1)) != 0) {
-      return DataLossError("general.alignment must be a power of two integer, got " +
-                           (a->is_integer() ? std::to_string(a->u64) : std::string(GgufTypeName(a->type))));
-    }
-    alignment_ = a->u64;
-  }
-
-  if (tensor_count > r.remaining() / 32) {
+  if (tensor_count > r.remaining() / kMinTensorInfoBytes) {
     return DataLossError("tensor count " + std::to_string(tensor_count) + " exceeds the file");
   }
-  tensors_.resize(tensor_count);
+  tensors_.reserve(std::min(tensor_count, kMaxReserve));
   for (uint64_t i = 0; i < tensor_count; ++i) {
-    GgufTensorInfo& t = tensors_[i];
-    RETURN_IF_ERROR(r.ReadString(&t.name, "tensor name #" + std::to_string(i)));
-    uint32_t n_dims = 0;
-    RETURN_IF_ERROR(r.Read(&n_dims, t.name));
-    if (n_dims == 0 || n_dims > kMaxDims) {
-      return DataLossError("tensor '" + t.name + "' has " + std::to_string(n_dims) +
-                           " dimensions (1 to 4 allowed)");
-    }
-    t.dims.resize(n_dims);
-    t.num_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      RETURN_IF_ERROR(r.Read(&t.dims[d], t.name));
-      if (t.dims[d] != 0 &&
-          t.num_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / t.dims[d]) {
-        return DataLossError("tensor '" + t.name + "' element count overflows");
-      }
-      t.num_elements *= t.dims[d];
-    }
-    uint32_t type = 0;
-    RETURN_IF_ERROR(r.Read(&type, t.name));
-    std::optional<GgmlTypeInfo> info = GetGgmlTypeInfo(type);
-    if (!info) {
-      return DataLossError("tensor '" + t.name + "' has unknown type " + std::to_string(type));
-    }
-    t.type = static_cast<GgmlType>(type);
-    RETURN_IF_ERROR(r.Read(&t.offset, t.name));
-    if (t.dims[0] % info->block_values != 0) {
-      return DataLossError("tensor '" + t.name + "': row length " + std::to_string(t.dims[0]) +
-                           " is not a multiple of the " + std::string(info->name) +
-                           " block size " + std::to_string(info->block_values));
-    }
-    const uint64_t blocks = t.num_elements / info->block_values;
-    if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes) {
-      return DataLossError("tensor '" + t.name + "' byte size overflows");
-    }
-    t.nbytes = blocks * info->block_bytes;
-    if (t.offset % alignment_ != 0) {
-      return DataLossError("tensor '" + t.name + "' offset " + Hex(t.offset) +
-                           " is not aligned to " + std::to_string(alignment_));
-    }
+    GgufTensorInfo& t = tensors_.emplace_back();
+    RETURN_IF_ERROR(ParseTensorInfo(r, i, alignment_, &t));
     if (!tensor_index_.emplace(t.name, i).second) {
       return DataLossError("duplicate tensor name '" + t.name + "'");
     }
   }
 
-  uint64_t data_start = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
-  if (tensor_count > 0 && data_start > size_) {
-    return DataLossError("file truncated before the tensor data section");
+  // r.pos() <= size_ and alignment_ <= kGgufMaxAlignment: no overflow.
+  data_offset_ = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
+  if (!tensors_.empty() && data_offset_ > size_) {
+    return DataLossError("file truncated before the tensor data section (which starts at " +
+                         Hex(data_offset_) + ")");
   }
-  const uint64_t data_size = data_start <= size_ ? size_ - data_start : 0;
+  const uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
   for (GgufTensorInfo& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
       return DataLossError("tensor '" + t.name + "' data [" + Hex(t.offset) + ", +" +
                            std::to_string(t.nbytes) + ") lies outside the file's data section (" +
                            std::to_string(data_size) + " bytes): file truncated or corrupt");
     }
-    t.data = data_ + data_start + t.offset;
+    t.data = data_ + data_offset_ + t.offset;
   }
-  return OkStatus();
+  return CheckNoOverlap(tensors_);
 }
 
 const GgufValue* GgufFile::Find(std::string_view key) const {
@@ -346,12 +436,38 @@ const GgufValue* GgufFile::Find(std::string_view key) const {
 }
 
 namespace {
-Status Missing(std::string_view key) { return NotFoundError("missing key '" + std::string(key) + "'"); }
-Status WrongType(std::string_view key, const GgufValue& v, std::string_view want) {
-  return InvalidArgumentError("key '" + std::string(key) + "' is " +
-                              std::string(GgufTypeName(v.type)) + ", expected " +
-                              std::string(want));
+
+Status Missing(std::string_view key) {
+  return NotFoundError("missing key '" + std::string(key) + "'");
 }
+
+std::string TypeDescription(const GgufValue& v) {
+  if (v.type != GgufType::kArray) return std::string(GgufTypeName(v.type));
+  return "array of " + std::string(GgufTypeName(v.elem_type));
+}
+
+Status WrongType(std::string_view key, const GgufValue& v, std::string_view want) {
+  return InvalidArgumentError("key '" + std::string(key) + "' is " + TypeDescription(v) +
+                              ", expected " + std::string(want));
+}
+
+bool IsSignedInteger(GgufType t) {
+  return t == GgufType::kInt8 || t == GgufType::kInt16 || t == GgufType::kInt32 ||
+         t == GgufType::kInt64;
+}
+
+bool IsIntegerType(GgufType t) {
+  GgufValue probe;
+  probe.type = t;
+  return probe.is_integer();
+}
+
+// Whether the integer value `v` is representable as int64.
+bool FitsInt64(const GgufValue& v) {
+  return v.type != GgufType::kUint64 ||
+         v.u64 <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}
+
 }  // namespace
 
 StatusOr<std::string> GgufFile::GetString(std::string_view key) const {
@@ -365,10 +481,9 @@ StatusOr<uint64_t> GgufFile::GetUint(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (!v) return Missing(key);
   if (!v->is_integer()) return WrongType(key, *v, "an unsigned integer");
-  bool is_signed = v->type == GgufType::kInt8 || v->type == GgufType::kInt16 ||
-                   v->type == GgufType::kInt32 || v->type == GgufType::kInt64;
-  if (is_signed && v->i64 < 0) {
-    return InvalidArgumentError("key '" + std::string(key) + "' is negative");
+  if (IsSignedInteger(v->type) && v->i64 < 0) {
+    return InvalidArgumentError("key '" + std::string(key) + "' is negative (" +
+                                std::to_string(v->i64) + "), expected an unsigned integer");
   }
   return v->u64;
 }
@@ -377,9 +492,9 @@ StatusOr<int64_t> GgufFile::GetInt(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (!v) return Missing(key);
   if (!v->is_integer()) return WrongType(key, *v, "an integer");
-  if (v->type == GgufType::kUint64 &&
-      v->u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return InvalidArgumentError("key '" + std::string(key) + "' is out of range");
+  if (!FitsInt64(*v)) {
+    return InvalidArgumentError("key '" + std::string(key) + "' (" + std::to_string(v->u64) +
+                                ") is out of the int64 range");
   }
   return v->i64;
 }
@@ -426,14 +541,19 @@ StatusOr<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const
 StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (!v) return Missing(key);
-  GgufValue probe;
-  probe.type = v->elem_type;
-  if (v->type != GgufType::kArray || !probe.is_integer()) {
+  if (v->type != GgufType::kArray || !IsIntegerType(v->elem_type)) {
     return WrongType(key, *v, "array of integers");
   }
   std::vector<int64_t> out;
   out.reserve(v->array.size());
-  for (const GgufValue& e : v->array) out.push_back(e.i64);
+  for (const GgufValue& e : v->array) {
+    if (!FitsInt64(e)) {
+      return InvalidArgumentError("key '" + std::string(key) + "': element " +
+                                  std::to_string(out.size()) + " (" + std::to_string(e.u64) +
+                                  ") is out of the int64 range");
+    }
+    out.push_back(e.i64);
+  }
   return out;
 }
 

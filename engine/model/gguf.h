@@ -1,11 +1,15 @@
 // GgufFile: a read-only view of a GGUF (v2/v3) file: metadata key/values and tensor infos,
 // with tensor data read in place from a memory mapping (or an owned buffer in tests).
+// GgufWriter: builds GGUF v3 files (the inverse, for `kvserve mkmodel` and tests).
 //
 // Every offset, length and count read from the file is bounds-checked while parsing; a
 // truncated, corrupt or hostile file yields a DATA_LOSS/INVALID_ARGUMENT status naming the
 // problem (key or tensor, offset), never a crash or an out-of-bounds read. After a successful
-// Open, every tensor's [data, data + nbytes) lies inside the file. Immutable after Open;
-// thread-safe for readers.
+// Open, every tensor's [data, data + nbytes) lies inside the file, tensors do not overlap,
+// names and keys are unique and offsets are multiples of the alignment. Memory used while
+// parsing is proportional to the bytes actually parsed (counts are never trusted for
+// allocation), with at most kGgufMaxMetadataValues values in all. GgufFile is immutable after
+// Open; thread-safe for readers. GgufWriter is a plain builder; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,12 @@
 #include "engine/model/ggml_types.h"
 
 namespace kvserve {
+
+inline constexpr uint64_t kGgufDefaultAlignment = 32;
+inline constexpr uint64_t kGgufMaxAlignment = uint64_t{1} << 20;  // larger: rejected
+inline constexpr int kGgufMaxArrayDepth = 8;             // arrays nested deeper: rejected
+inline constexpr uint64_t kGgufMaxMetadataValues = uint64_t{1} << 23;  // scalars + elements
+inline constexpr uint32_t kGgufMaxDims = 4;
 
 enum class GgufType : uint32_t {
   kUint8 = 0,
@@ -82,6 +92,10 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
+  // The whole file ([file_data(), file_data() + file_size())) and where its data section
+  // starts (tensor offsets are relative to it).
+  const uint8_t* file_data() const { return data_; }
+  uint64_t data_offset() const { return data_offset_; }
 
   // ---- Metadata ----
   const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
@@ -89,7 +103,9 @@ class GgufFile {
   bool Has(std::string_view key) const { return Find(key) != nullptr; }
 
   // Typed getters: NOT_FOUND when absent, INVALID_ARGUMENT when the type does not fit
-  // (integers of any width are accepted when the value is in range).
+  // (integers of any width are accepted when the value is in range; GetFloat also accepts
+  // integers; GetFloatArray accepts float32/float64 elements; GetIntArray any integer
+  // elements that fit int64).
   [[nodiscard]] StatusOr<std::string> GetString(std::string_view key) const;
   [[nodiscard]] StatusOr<uint64_t> GetUint(std::string_view key) const;
   [[nodiscard]] StatusOr<int64_t> GetInt(std::string_view key) const;
@@ -114,18 +130,27 @@ class GgufFile {
   uint64_t size_ = 0;
 
   uint32_t version_ = 0;
-  uint64_t alignment_ = 32;
+  uint64_t alignment_ = kGgufDefaultAlignment;
+  uint64_t data_offset_ = 0;
   std::map<std::string, GgufValue> metadata_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
-// Builds a GGUF v3 file in memory: metadata in insertion order, then tensor infos, then data
-// aligned to `alignment`. Used by `kvserve mkmodel` and by tests that craft files.
+// Builds a GGUF v3 file: metadata in insertion order, then tensor infos, then each tensor's
+// data at an offset aligned to `alignment` (each tensor padded to it, as ggml does). When
+// `alignment` is not 32, `general.alignment` (u32) is the first key so readers find it.
+// Misuse (duplicate key or tensor, value whose fields contradict its type, bytes of the wrong
+// size, arrays nested deeper than kGgufMaxArrayDepth) is a programming error: CHECK.
+// Used by `kvserve mkmodel` and by tests that craft files.
 class GgufWriter {
  public:
-  explicit GgufWriter(uint64_t alignment = 32) : alignment_(alignment) {}
+  // REQUIRES: alignment is a power of two <= kGgufMaxAlignment.
+  explicit GgufWriter(uint64_t alignment = kGgufDefaultAlignment);
 
+  // Integers are taken from `u64` (unsigned types) or `i64` (signed types) and must fit the
+  // type's width; float32/float64 from `f64`; bool from `b`; strings from `str`; arrays from
+  // `elem_type` + `array` (every element's type == elem_type).
   void AddValue(std::string key, GgufValue value);
   void AddString(std::string key, std::string value);
   void AddUint32(std::string key, uint32_t value);
@@ -137,10 +162,14 @@ class GgufWriter {
   void AddInt32Array(std::string key, const std::vector<int32_t>& values);
 
   // `bytes` must be the encoded tensor (GgmlRowBytes(type, dims[0]) * rows bytes).
+  // REQUIRES: 1 <= dims.size() <= 4, a known type, a new name.
   void AddTensor(std::string name, GgmlType type, std::vector<uint64_t> dims, std::string bytes);
 
-  // The whole file.
+  // The whole file, in memory (tests, small files).
   [[nodiscard]] std::string Serialize() const;
+  // Streams the file to `path + ".partial"` (header, then each tensor's bytes straight from
+  // memory) and renames it to `path`, so `path` never holds a half-written file. Returns
+  // the I/O error (naming the path) on failure, after removing the partial file.
   [[nodiscard]] Status WriteFile(const std::string& path) const;
 
  private:
@@ -150,6 +179,10 @@ class GgufWriter {
     std::vector<uint64_t> dims;
     std::string bytes;
   };
+  // Everything before the data section: header, metadata, tensor infos, padding.
+  std::string EncodeHeader() const;
+  uint64_t PaddedSize(uint64_t n) const { return (n + alignment_ - 1) / alignment_ * alignment_; }
+
   uint64_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> values_;
   std::vector<Tensor> tensors_;
