@@ -8,11 +8,14 @@
 // Immutable after Create; Encode/Decode are thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +58,10 @@ struct Vocab {
 // Writes `vocab` as tokenizer.* keys (used by mkmodel).
 class GgufWriter;
 void AddVocabToGguf(const Vocab& vocab, GgufWriter* writer);
+// Checks the invariants LoadVocab and Tokenizer::Create rely on: a non-empty token list,
+// scores/types empty or one per token, token types in range, special ids -1 or a valid index.
+// INVALID_ARGUMENT names the tokenizer.* key at fault.
+[[nodiscard]] Status ValidateVocab(const Vocab& vocab);
 
 class Tokenizer {
  public:
@@ -75,6 +82,7 @@ class Tokenizer {
 
   // Concatenated pieces. With `strip_leading_space` (SentencePiece only) the space that the
   // tokenizer added in front of the first piece is removed, so Decode(Encode(s)) == s.
+  // (That is the first token that is not a control token such as BOS; nothing else changes.)
   [[nodiscard]] std::string Decode(std::span<const int32_t> ids, bool strip_leading_space = true,
                                    bool render_special = false) const;
 
@@ -84,19 +92,56 @@ class Tokenizer {
   int32_t eos_id() const { return vocab_.eos_id; }
   // True for tokens that end generation: EOS, and end-of-turn tokens such as <|eot_id|>,
   // <|im_end|>, <|end|>, <end_of_turn> when the vocabulary has them.
+  // (Also <|endoftext|>, <|eom_id|>, <EOT>, as llama.cpp; a named token counts when it is a
+  // control or user-defined token, never when it is ordinary text.)
   bool IsEndOfGeneration(int32_t id) const;
   // Token id of an exact piece, or -1.
   [[nodiscard]] int32_t FindToken(std::string_view piece) const;
+  // tokens.type of `id` (kNormal when the vocabulary has no types).
+  // REQUIRES: 0 <= id < vocab_size().
+  TokenType token_type(int32_t id) const {
+    DCHECK(id >= 0 && id < vocab_size());
+    return vocab_.types.empty() ? TokenType::kNormal : vocab_.types[static_cast<size_t>(id)];
+  }
 
  protected:
+  // A piece of the input: raw text [begin, end) when token < 0, else one special token.
+  struct Fragment {
+    int32_t token = -1;
+    size_t begin = 0;
+    size_t end = 0;
+  };
+  // Heterogeneous lookup by string_view without building a std::string.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using PieceMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+  // REQUIRES: ValidateVocab(vocab).ok().
   explicit Tokenizer(Vocab vocab);
+
+  // Splits `text` at occurrences of special tokens, as llama.cpp does: user-defined tokens
+  // always, control and unknown tokens only with `parse_special`; longer tokens first, each
+  // token splitting every raw fragment at all of its non-overlapping occurrences.
+  [[nodiscard]] std::vector<Fragment> SplitOnSpecialTokens(std::string_view text,
+                                                           bool parse_special) const;
+  // Whether Encode(add_special = true) prepends BOS / appends EOS.
+  bool adds_bos() const { return vocab_.add_bos && vocab_.bos_id >= 0; }
+  bool adds_eos() const { return vocab_.add_eos && vocab_.eos_id >= 0; }
+
   Vocab vocab_;
-  std::vector<int32_t> end_of_generation_ids_;
+  std::vector<int32_t> end_of_generation_ids_;  // sorted
+  PieceMap piece_to_id_;                        // exact token text -> id (last one wins)
+  std::vector<int32_t> special_ids_;            // control/user-defined/unknown, longest first
 };
 
 // Turns a stream of token ids into text deltas that never split a UTF-8 character: bytes of
 // an incomplete character are held back until the next token completes it (or Flush). Not
 // thread-safe; one per generated sequence.
+// Bytes that cannot start or continue a character are replaced by U+FFFD at once (one per
+// maximal invalid subpart), so the deltas always are valid UTF-8; for token streams that
+// decode to valid UTF-8 the concatenated deltas equal Decode(ids, false).
 class StreamingDetokenizer {
  public:
   explicit StreamingDetokenizer(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
