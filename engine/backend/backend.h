@@ -1,0 +1,47 @@
+// Backend: runs the model's forward pass over a ForwardBatch and owns the KV cache bytes.
+//
+// The backend allocates the KV arena once (InitKvCache) with the layout of KvSpec and never
+// allocates per step. It knows nothing of pools, tables or requests: it receives flat integer
+// arrays. Implementations: CpuBackend (engine/backend/cpu), CudaBackend (engine/backend/cuda).
+// Called from the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "cache/kv_spec.h"
+#include "common/status.h"
+#include "engine/backend/forward_batch.h"
+
+namespace kvserve {
+
+struct BackendLimits {
+  int max_num_tokens = 2048;  // tokens per Forward (scratch buffers are sized for this)
+  int max_num_seqs = 256;     // sequences per Forward
+  int max_logits = 256;       // logits rows per Forward
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+
+  // Allocates the KV arena: num_blocks * spec.block_bytes() bytes, zeroed.
+  [[nodiscard]] virtual Status InitKvCache(const KvSpec& spec, int num_blocks) = 0;
+
+  // Runs the model over `batch`, writing new K/V at the slot mapping and
+  // logits[num_logits][vocab] for the requested rows. REQUIRES: batch within the limits.
+  [[nodiscard]] virtual Status Forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+
+  // Copies whole blocks (copy-on-write, defragmentation): dst[i] = src[i].
+  [[nodiscard]] virtual Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
+
+  // Raw block bytes for host offload and tests: copy block `id` out/in (block_bytes bytes).
+  [[nodiscard]] virtual Status ReadBlock(int32_t id, std::span<uint8_t> out) const = 0;
+  [[nodiscard]] virtual Status WriteBlock(int32_t id, std::span<const uint8_t> in) = 0;
+};
+
+}  // namespace kvserve

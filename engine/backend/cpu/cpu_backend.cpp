@@ -1,0 +1,396 @@
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "cache/kv_codec.h"
+#include "common/log.h"
+
+namespace kvserve {
+namespace {
+
+// Below this many multiply-adds a step runs on the calling thread: waking the OpenMP team
+// costs more than it saves (the tiny models).
+constexpr int64_t kParallelWork = 1 << 16;
+constexpr int kMaxRopeTablePositions = 1 << 16;
+
+}  // namespace
+
+CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
+    : model_(model), config_(model.config()), options_(options), kernels_(&cpu::Kernels()) {
+  if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+  num_threads_ = omp_get_max_threads();
+  const ModelConfig& c = config_;
+  const size_t T = static_cast<size_t>(options.limits.max_num_tokens);
+  x_.resize(T * c.dim);
+  xb_.resize(T * c.dim);
+  xb2_.resize(T * c.dim);
+  q_.resize(T * c.q_dim());
+  k_.resize(T * c.kv_dim());
+  v_.resize(T * c.kv_dim());
+  att_.resize(T * c.q_dim());
+  gate_.resize(T * c.ffn_dim);
+  up_.resize(T * c.ffn_dim);
+  xlog_.resize(static_cast<size_t>(options.limits.max_logits) * c.dim);
+
+  const int half = c.rope_dim / 2;
+  CHECK_LE(c.rope_dim, 256) << "rope dimension above 256 is not supported";
+  rope_inv_freq_.resize(half);
+  for (int i = 0; i < half; ++i) {
+    rope_inv_freq_[i] = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
+  }
+  rope_table_positions_ = std::min(c.context_length, kMaxRopeTablePositions);
+  rope_cos_sin_.resize(static_cast<size_t>(rope_table_positions_) * half * 2);
+  for (int p = 0; p < rope_table_positions_; ++p) {
+    for (int i = 0; i < half; ++i) {
+      const double theta = p * static_cast<double>(c.rope_freq_scale) * rope_inv_freq_[i];
+      rope_cos_sin_[(static_cast<size_t>(p) * half + i) * 2] = static_cast<float>(std::cos(theta));
+      rope_cos_sin_[(static_cast<size_t>(p) * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+    }
+  }
+  LOG_DEBUG("cpu backend: {} threads, kernels {}", num_threads_, kernels_->isa);
+}
+
+CpuBackend::~CpuBackend() { std::free(kv_arena_); }
+
+Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
+  if (spec.num_layers() != config_.num_layers || spec.num_kv_heads() != config_.num_kv_heads ||
+      spec.head_dim() != config_.head_dim) {
+    return InvalidArgumentError("KV spec does not match the model's layers/heads/head dim");
+  }
+  if (num_blocks <= 0) return InvalidArgumentError("KV cache needs at least one block");
+  std::free(kv_arena_);
+  kv_arena_ = nullptr;
+  const size_t bytes = spec.block_bytes() * static_cast<size_t>(num_blocks);
+  kv_arena_ = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (kv_arena_ == nullptr) {
+    return ResourceExhaustedError(fmt::format("cannot allocate {} bytes of host memory for the KV cache", bytes));
+  }
+  std::memset(kv_arena_, 0, bytes);
+  kv_arena_bytes_ = bytes;
+  num_blocks_ = num_blocks;
+  spec_ = std::make_unique<KvSpec>(spec);
+  const int n_rep = config_.num_heads / config_.num_kv_heads;
+  attn_ws_stride_ = static_cast<size_t>(n_rep) * (config_.head_dim + spec.block_size() + 2);
+  attn_ws_stride_ = (attn_ws_stride_ + 15) / 16 * 16;  // keep each thread's slice cache-line aligned
+  attn_ws_.assign(attn_ws_stride_ * num_threads_, 0.0f);
+  return OkStatus();
+}
+
+Status CpuBackend::ValidateBatch(const ForwardBatch& b, size_t logits_size) const {
+  if (kv_arena_ == nullptr) return FailedPreconditionError("KV cache not initialised");
+  const int T = b.num_tokens();
+  const int S = b.num_seqs();
+  if (T <= 0 || T > options_.limits.max_num_tokens) {
+    return InvalidArgumentError(fmt::format("batch of {} tokens outside [1, {}]", T, options_.limits.max_num_tokens));
+  }
+  if (S <= 0 || S > options_.limits.max_num_seqs || b.num_logits() > options_.limits.max_logits) {
+    return InvalidArgumentError("batch has too many sequences or logits rows");
+  }
+  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
+      b.query_start.size() != static_cast<size_t>(S + 1) || b.query_start[0] != 0 ||
+      b.query_start[S] != T ||
+      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq) {
+    return InvalidArgumentError("batch arrays have inconsistent sizes");
+  }
+  if (logits_size < static_cast<size_t>(b.num_logits()) * config_.vocab_size) {
+    return InvalidArgumentError("logits buffer too small");
+  }
+  const int bs = spec_->block_size();
+  for (int i = 0; i < T; ++i) {
+    if (b.token_ids[i] < 0 || b.token_ids[i] >= config_.vocab_size) {
+      return InvalidArgumentError(fmt::format("token id {} outside the vocabulary", b.token_ids[i]));
+    }
+    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= static_cast<int64_t>(num_blocks_) * bs) {
+      return InvalidArgumentError(fmt::format("slot {} outside the KV cache", b.slot_mapping[i]));
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    if (b.query_start[s + 1] <= b.query_start[s]) return InvalidArgumentError("empty sequence in batch");
+    const int last = b.positions[b.query_start[s + 1] - 1];
+    if (b.seq_lens[s] != last + 1 || b.seq_lens[s] > b.max_blocks_per_seq * bs) {
+      return InvalidArgumentError("sequence length does not match positions or block table");
+    }
+    for (int j = 0; j < (b.seq_lens[s] + bs - 1) / bs; ++j) {
+      const int32_t block = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
+      if (block < 0 || block >= num_blocks_) {
+        return InvalidArgumentError(fmt::format("block table entry {} out of range", block));
+      }
+    }
+    for (int i = b.query_start[s]; i < b.query_start[s + 1]; ++i) {
+      if (b.positions[i] < 0 || b.positions[i] > last) return InvalidArgumentError("bad position");
+    }
+  }
+  if (b.num_logits() > T) return InvalidArgumentError("more logits rows than tokens");
+  for (int32_t idx : b.logits_indices) {
+    if (idx < 0 || idx >= T) return InvalidArgumentError("logits index out of range");
+  }
+  return OkStatus();
+}
+
+void CpuBackend::Embed(const ForwardBatch& b) {
+  const WeightMatrix& e = model_.weights().token_embd;
+  for (int t = 0; t < b.num_tokens(); ++t) {
+    DequantizeRow(e.type, e.row(b.token_ids[t]), &x_[static_cast<size_t>(t) * config_.dim], config_.dim);
+  }
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, int rows, float* out) const {
+  const int dim = config_.dim;
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<size_t>(r) * dim;
+    float* o = out + static_cast<size_t>(r) * dim;
+    double sum = 0.0;
+    for (int i = 0; i < dim; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum / dim + config_.rms_norm_eps));
+    for (int i = 0; i < dim; ++i) o[i] = xr[i] * scale * weight[i];
+  }
+}
+
+void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, int num_tokens) {
+  int64_t work = 0;
+  int64_t total_rows = 0;
+  for (const MatMulJob& j : jobs) {
+    work += j.w->rows * j.w->cols * num_tokens;
+    total_rows += j.w->rows;
+  }
+  const bool parallel = num_threads_ > 1 && work >= kParallelWork;
+  // Chunks of rows (multiples of 16) so every thread gets several and the tail is short.
+  int64_t chunk = parallel ? total_rows / (num_threads_ * 8) : total_rows;
+  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+  int64_t num_chunks = 0;
+  for (const MatMulJob& j : jobs) num_chunks += (j.w->rows + chunk - 1) / chunk;
+
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    int64_t local = c;
+    for (const MatMulJob& j : jobs) {
+      const int64_t n = (j.w->rows + chunk - 1) / chunk;
+      if (local >= n) {
+        local -= n;
+        continue;
+      }
+      const int64_t r0 = local * chunk;
+      const int64_t r1 = std::min(j.w->rows, r0 + chunk);
+      cpu::MatMulArgs args;
+      args.w = j.w;
+      args.x = x;
+      args.ldx = j.w->cols;
+      args.num_tokens = num_tokens;
+      args.y = j.y;
+      args.ldy = j.w->rows;
+      kernels_->matmul[cpu::WeightKind(j.w->type)](args, r0, r1);
+      if (j.bias != nullptr) {
+        for (int t = 0; t < num_tokens; ++t) {
+          for (int64_t r = r0; r < r1; ++r) j.y[t * j.w->rows + r] += j.bias[r];
+        }
+      }
+      break;
+    }
+  }
+}
+
+void CpuBackend::ApplyRope(const ForwardBatch& b) {
+  const ModelConfig& c = config_;
+  const int half = c.rope_dim / 2;
+  const bool neox = c.rope_layout == RopeLayout::kNeox;
+  auto rotate = [&](float* head, const float* cs) {
+    for (int i = 0; i < half; ++i) {
+      const int i0 = neox ? i : 2 * i;
+      const int i1 = neox ? i + half : 2 * i + 1;
+      const float x0 = head[i0], x1 = head[i1];
+      const float cos = cs[2 * i], sin = cs[2 * i + 1];
+      head[i0] = x0 * cos - x1 * sin;
+      head[i1] = x0 * sin + x1 * cos;
+    }
+  };
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  for (int t = 0; t < b.num_tokens(); ++t) {
+    const int pos = b.positions[t];
+    const float* cs;
+    float local[256];  // positions beyond the table (rare: very long contexts)
+    if (pos < rope_table_positions_) {
+      cs = &rope_cos_sin_[static_cast<size_t>(pos) * half * 2];
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const double theta = pos * static_cast<double>(c.rope_freq_scale) * rope_inv_freq_[i];
+        local[2 * i] = static_cast<float>(std::cos(theta));
+        local[2 * i + 1] = static_cast<float>(std::sin(theta));
+      }
+      cs = local;
+    }
+    float* q = &q_[static_cast<size_t>(t) * c.q_dim()];
+    for (int h = 0; h < c.num_heads; ++h) {
+      rotate(q + h * c.head_dim, cs);
+      // Fold the attention scale into q once instead of into every score.
+      for (int d = 0; d < c.head_dim; ++d) q[h * c.head_dim + d] *= q_scale;
+    }
+    float* k = &k_[static_cast<size_t>(t) * c.kv_dim()];
+    for (int h = 0; h < c.num_kv_heads; ++h) rotate(k + h * c.head_dim, cs);
+  }
+}
+
+void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
+  const KvSpec& s = *spec_;
+  const int bs = s.block_size();
+  const int hd = s.head_dim();
+  for (int t = 0; t < b.num_tokens(); ++t) {
+    const int64_t slot = b.slot_mapping[t];
+    uint8_t* block = block_data(static_cast<int32_t>(slot / bs));
+    const int offset = static_cast<int>(slot % bs);
+    for (int h = 0; h < s.num_kv_heads(); ++h) {
+      const KvDtype d = s.dtype(layer, h);
+      const size_t row_bytes = s.row_bytes(layer, h);
+      const int groups = s.groups_per_row();
+      for (int kind = 0; kind < 2; ++kind) {
+        uint8_t* seg = block + s.segment_offset(layer, kind, h);
+        const float* src = (kind == 0 ? k_.data() : v_.data()) + static_cast<size_t>(t) * config_.kv_dim() + h * hd;
+        uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * groups;
+        EncodeKvRow(d, src, hd, s.group_size(), seg + offset * row_bytes, scales);
+      }
+    }
+  }
+}
+
+void CpuBackend::Attention(const ForwardBatch& b, int layer) {
+  const ModelConfig& c = config_;
+  const KvSpec& s = *spec_;
+  const int bs = s.block_size();
+  const int hd = c.head_dim;
+  const int n_rep = c.num_heads / c.num_kv_heads;
+  const int T = b.num_tokens();
+  const int units = T * c.num_kv_heads;
+  // Work estimate: every query token reads its whole context once per kv head.
+  int64_t work = 0;
+  for (int t = 0; t < T; ++t) work += static_cast<int64_t>(b.positions[t] + 1) * hd * c.num_heads;
+  const bool parallel = num_threads_ > 1 && work >= kParallelWork;
+
+  // Sequence of each token, found by walking query_start (tokens are grouped by sequence).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int u = 0; u < units; ++u) {
+    const int t = u / c.num_kv_heads;
+    const int g = u % c.num_kv_heads;
+    const int seq = static_cast<int>(std::upper_bound(b.query_start.begin(), b.query_start.end(), t) -
+                                     b.query_start.begin()) - 1;
+    const int32_t* table = &b.block_tables[static_cast<size_t>(seq) * b.max_blocks_per_seq];
+    const int ctx = b.positions[t] + 1;
+
+    float* ws = &attn_ws_[attn_ws_stride_ * omp_get_thread_num()];
+    float* acc = ws;                               // [n_rep][hd]
+    float* scores = acc + n_rep * hd;              // [n_rep][bs]
+    float* max = scores + n_rep * bs;              // [n_rep]
+    float* sum = max + n_rep;                      // [n_rep]
+    std::fill(acc, acc + n_rep * hd, 0.0f);
+    std::fill(max, max + n_rep, -INFINITY);
+    std::fill(sum, sum + n_rep, 0.0f);
+    const KvDtype d = s.dtype(layer, g);
+    const cpu::KvDotFn dot = kernels_->kv_dot[static_cast<int>(d)];
+    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(d)];
+    const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
+
+    for (int start = 0; start < ctx; start += bs) {
+      const uint8_t* block = kv_arena_ + static_cast<size_t>(table[start / bs]) * s.block_bytes();
+      const uint8_t* kseg = block + s.segment_offset(layer, 0, g);
+      const uint8_t* vseg = block + s.segment_offset(layer, 1, g);
+      const size_t scales_off = s.scales_offset(layer, g);
+      const cpu::KvRows krows{kseg, reinterpret_cast<const uint16_t*>(kseg + scales_off), std::min(bs, ctx - start)};
+      const cpu::KvRows vrows{vseg, reinterpret_cast<const uint16_t*>(vseg + scales_off), krows.n};
+      for (int r = 0; r < n_rep; ++r) {
+        float* sc = scores + r * bs;
+        dot(q + r * hd, krows, hd, s.group_size(), sc);
+        float block_max = sc[0];
+        for (int j = 1; j < krows.n; ++j) block_max = std::max(block_max, sc[j]);
+        if (block_max > max[r]) {
+          const float rescale = std::exp(max[r] - block_max);  // exp(-inf) = 0 on the first block
+          for (int i = 0; i < hd; ++i) acc[r * hd + i] *= rescale;
+          sum[r] *= rescale;
+          max[r] = block_max;
+        }
+        float block_sum = 0.0f;
+        for (int j = 0; j < krows.n; ++j) {
+          sc[j] = std::exp(sc[j] - max[r]);
+          block_sum += sc[j];
+        }
+        sum[r] += block_sum;
+        axpy(sc, vrows, hd, s.group_size(), acc + r * hd);
+      }
+    }
+    float* out = &att_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
+    for (int r = 0; r < n_rep; ++r) {
+      const float inv = 1.0f / sum[r];
+      for (int i = 0; i < hd; ++i) out[r * hd + i] = acc[r * hd + i] * inv;
+    }
+  }
+}
+
+void CpuBackend::SwiGlu(int num_tokens) {
+  const size_t n = static_cast<size_t>(num_tokens) * config_.ffn_dim;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate_[i];
+    gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
+  }
+}
+
+Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
+  RETURN_IF_ERROR(ValidateBatch(b, logits.size()));
+  const ModelConfig& c = config_;
+  const int T = b.num_tokens();
+  Embed(b);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = model_.weights().layers[l];
+    RmsNorm(x_.data(), L.attn_norm, T, xb_.data());
+    MatMuls({{&L.wq, L.bq, q_.data()}, {&L.wk, L.bk, k_.data()}, {&L.wv, L.bv, v_.data()}}, xb_.data(), T);
+    ApplyRope(b);
+    StoreKv(b, l);
+    Attention(b, l);
+    MatMuls({{&L.wo, nullptr, xb2_.data()}}, att_.data(), T);
+    for (size_t i = 0; i < static_cast<size_t>(T) * c.dim; ++i) x_[i] += xb2_[i];
+    RmsNorm(x_.data(), L.ffn_norm, T, xb_.data());
+    MatMuls({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), T);
+    SwiGlu(T);
+    MatMuls({{&L.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
+    for (size_t i = 0; i < static_cast<size_t>(T) * c.dim; ++i) x_[i] += xb2_[i];
+  }
+  const int n = b.num_logits();
+  if (n == 0) return OkStatus();
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(&xb_[static_cast<size_t>(i) * c.dim], &x_[static_cast<size_t>(b.logits_indices[i]) * c.dim],
+                sizeof(float) * c.dim);
+  }
+  RmsNorm(xb_.data(), model_.weights().output_norm, n, xlog_.data());
+  MatMuls({{&model_.weights().output, nullptr, logits.data()}}, xlog_.data(), n);
+  return OkStatus();
+}
+
+Status CpuBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) {
+  for (const auto& [src, dst] : src_dst) {
+    if (src < 0 || src >= num_blocks_ || dst < 0 || dst >= num_blocks_) {
+      return InvalidArgumentError("CopyBlocks: block id out of range");
+    }
+    std::memcpy(block_data(dst), block_data(src), spec_->block_bytes());
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::ReadBlock(int32_t id, std::span<uint8_t> out) const {
+  if (id < 0 || id >= num_blocks_ || out.size() != spec_->block_bytes()) {
+    return InvalidArgumentError("ReadBlock: bad block id or size");
+  }
+  std::memcpy(out.data(), kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(), out.size());
+  return OkStatus();
+}
+
+Status CpuBackend::WriteBlock(int32_t id, std::span<const uint8_t> in) {
+  if (id < 0 || id >= num_blocks_ || in.size() != spec_->block_bytes()) {
+    return InvalidArgumentError("WriteBlock: bad block id or size");
+  }
+  std::memcpy(block_data(id), in.data(), in.size());
+  return OkStatus();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,94 @@
+// CpuBackend: the Llama forward pass on the CPU over a paged KV cache in host memory.
+//
+// Scratch buffers are sized once from BackendLimits; Forward allocates nothing. Matrix
+// products and attention are parallelised with OpenMP over the configured thread count;
+// small steps (the tiny models) run on the calling thread, where a parallel region would
+// cost more than the work. The KV arena is 64-byte aligned host memory laid out by KvSpec.
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/kv_spec.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/kernels.h"
+#include "engine/model/weights.h"
+
+namespace kvserve {
+
+struct CpuBackendOptions {
+  BackendLimits limits;
+  int num_threads = 0;  // 0: OpenMP's default (all cores)
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // REQUIRES: model outlives the backend.
+  CpuBackend(const Model& model, const CpuBackendOptions& options);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  [[nodiscard]] Status InitKvCache(const KvSpec& spec, int num_blocks) override;
+  [[nodiscard]] Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
+  [[nodiscard]] Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override;
+  [[nodiscard]] Status ReadBlock(int32_t id, std::span<uint8_t> out) const override;
+  [[nodiscard]] Status WriteBlock(int32_t id, std::span<const uint8_t> in) override;
+
+  const cpu::KernelTable& kernels() const { return *kernels_; }
+  // Host pointer to block `id` (tests, host offload).
+  uint8_t* block_data(int32_t id) { return kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(); }
+
+ private:
+  [[nodiscard]] Status ValidateBatch(const ForwardBatch& batch, size_t logits_size) const;
+  void Embed(const ForwardBatch& batch);
+  void RmsNorm(const float* x, const float* weight, int rows, float* out) const;
+  // y[T][rows] = x[T][cols] * W^T for up to three matrices sharing one input, in one
+  // parallel region.
+  struct MatMulJob {
+    const WeightMatrix* w;
+    const float* bias;
+    float* y;
+  };
+  void MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, int num_tokens);
+  void ApplyRope(const ForwardBatch& batch);
+  void StoreKv(const ForwardBatch& batch, int layer);
+  void Attention(const ForwardBatch& batch, int layer);
+  void SwiGlu(int num_tokens);
+
+  const Model& model_;
+  const ModelConfig& config_;
+  CpuBackendOptions options_;
+  const cpu::KernelTable* kernels_;
+  int num_threads_ = 1;
+
+  // KV cache.
+  std::unique_ptr<KvSpec> spec_;
+  uint8_t* kv_arena_ = nullptr;
+  size_t kv_arena_bytes_ = 0;
+  int num_blocks_ = 0;
+
+  // RoPE table: [positions][rope_dim / 2] of (cos, sin).
+  std::vector<float> rope_cos_sin_;
+  int rope_table_positions_ = 0;
+  std::vector<double> rope_inv_freq_;
+
+  // Scratch, sized by limits: activations [max_tokens][...].
+  std::vector<float> x_;      // [T][dim] residual stream
+  std::vector<float> xb_;     // [T][dim] normed input
+  std::vector<float> xb2_;    // [T][dim] block output
+  std::vector<float> q_;      // [T][q_dim]
+  std::vector<float> k_;      // [T][kv_dim]
+  std::vector<float> v_;      // [T][kv_dim]
+  std::vector<float> att_;    // [T][q_dim]
+  std::vector<float> gate_;   // [T][ffn]
+  std::vector<float> up_;     // [T][ffn]
+  std::vector<float> xlog_;   // [max_logits][dim]
+  // Attention workspace per thread: acc [n_rep][head_dim], scores [n_rep][block],
+  // max [n_rep], sum [n_rep].
+  std::vector<float> attn_ws_;
+  size_t attn_ws_stride_ = 0;
+};
+
+}  // namespace kvserve

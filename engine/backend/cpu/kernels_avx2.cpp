@@ -1,0 +1,60 @@
+// AVX2 with F16C and FMA. This file is compiled with those flags (see
+// engine/backend/CMakeLists.txt) and only called after a CPU feature check.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/backend/cpu/kernels.h"
+
+namespace kvserve::cpu {
+namespace avx2 {
+
+struct Isa {
+  using V = __m256;
+  static constexpr int L = 8;
+  static constexpr int kRowTile = 2;
+  static V Zero() { return _mm256_setzero_ps(); }
+  static V Set1(float x) { return _mm256_set1_ps(x); }
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V LoadF16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static V LoadBf16(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static V LoadI8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static V LoadU4Lo(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i lo = _mm256_and_si256(b, _mm256_set1_epi32(0xF));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(lo, _mm256_set1_epi32(8)));
+  }
+  static V LoadU4Hi(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i hi = _mm256_srli_epi32(b, 4);
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(hi, _mm256_set1_epi32(8)));
+  }
+  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static float Reduce(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float F16(uint16_t h) { return _cvtsh_ss(h); }
+};
+
+#include "engine/backend/cpu/kernels_impl.h"
+
+}  // namespace avx2
+
+const KernelTable& Avx2Kernels() {
+  static const KernelTable table = avx2::MakeTable("avx2");
+  return table;
+}
+
+}  // namespace kvserve::cpu

@@ -1,0 +1,39 @@
+// Portable C++ kernels: the fallback for CPUs without AVX2, and the reference the SIMD
+// tables are tested against.
+#include <cstring>
+
+#include "common/fp16.h"
+#include "engine/backend/cpu/kernels.h"
+
+namespace kvserve::cpu {
+namespace generic {
+
+struct Isa {
+  using V = float;
+  static constexpr int L = 1;
+  static constexpr int kRowTile = 4;
+  static V Zero() { return 0.0f; }
+  static V Set1(float x) { return x; }
+  static V Load(const float* p) { return *p; }
+  static void Store(float* p, V v) { *p = v; }
+  static V LoadF16(const uint16_t* p) { return F16ToF32(*p); }
+  static V LoadBf16(const uint16_t* p) { return Bf16ToF32(*p); }
+  static V LoadI8(const int8_t* p) { return static_cast<float>(*p); }
+  static V LoadU4Lo(const uint8_t* p) { return static_cast<float>((*p & 0xF) - 8); }
+  static V LoadU4Hi(const uint8_t* p) { return static_cast<float>((*p >> 4) - 8); }
+  static V Fma(V a, V b, V c) { return a * b + c; }
+  static V Mul(V a, V b) { return a * b; }
+  static float Reduce(V v) { return v; }
+  static float F16(uint16_t h) { return F16ToF32(h); }
+};
+
+#include "engine/backend/cpu/kernels_impl.h"
+
+}  // namespace generic
+
+const KernelTable& GenericKernels() {
+  static const KernelTable table = generic::MakeTable("generic");
+  return table;
+}
+
+}  // namespace kvserve::cpu

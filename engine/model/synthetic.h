@@ -1,0 +1,65 @@
+// Synthetic models: Llama-shaped models with seeded random weights (normal(0, 0.02), norms
+// 1.0) and a built-in SentencePiece-style vocabulary, so benchmarks of any shape and the quick
+// start need no download.
+//
+// "synthetic:<preset>[:<dtype>]" builds the model in memory; `kvserve mkmodel` writes the very
+// same tensors (same generator, same seed) to a GGUF file other GGUF tools can load. Weight
+// values depend only on (seed, tensor name, element index), never on thread count.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/ggml_types.h"
+#include "engine/model/tokenizer.h"
+
+namespace kvserve {
+
+class GgufFile;
+class GgufWriter;
+struct ModelLoadOptions;
+
+struct SyntheticPreset {
+  std::string_view name;
+  int dim;
+  int num_layers;
+  int num_heads;
+  int num_kv_heads;
+  int ffn_dim;
+  int vocab_size;
+  int context_length;
+};
+
+// tiny, 150m, 1b, 7b-shape (shapes of ../docs/BASELINE.md).
+const std::vector<SyntheticPreset>& SyntheticPresets();
+[[nodiscard]] std::optional<SyntheticPreset> FindSyntheticPreset(std::string_view name);
+
+bool IsSyntheticSpec(std::string_view spec);  // starts with "synthetic:"
+
+struct SyntheticOptions {
+  SyntheticPreset preset;
+  GgmlType dtype = GgmlType::kF16;  // matrices; norms are always F32
+  int num_layers = 0;               // 0: the preset's
+  uint64_t seed = 1234;
+};
+
+// Parses "synthetic:<preset>[:<dtype>]" (dtype f32, f16, bf16, q8_0) on top of `base`.
+[[nodiscard]] StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec,
+                                                            const ModelLoadOptions& base);
+
+// A SentencePiece-style vocabulary of `size` tokens: <unk>, <s>, </s>, 256 byte tokens, then
+// printable pieces. REQUIRES: size >= 259.
+Vocab MakeSyntheticVocab(int size);
+
+// The model as GGUF metadata + tensors.
+[[nodiscard]] StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& options);
+
+// In memory: the parsed file of MakeSyntheticGguf.
+[[nodiscard]] StatusOr<std::unique_ptr<GgufFile>> BuildSyntheticGguf(std::string_view spec,
+                                                                     const ModelLoadOptions& options);
+
+}  // namespace kvserve

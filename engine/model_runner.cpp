@@ -1,0 +1,57 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+ModelRunner::ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size)
+    : backend_(backend), cache_(cache), vocab_size_(vocab_size) {}
+
+Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits) {
+  const int bs = cache_->block_size();
+  token_ids_.clear();
+  positions_.clear();
+  slot_mapping_.clear();
+  query_start_.assign(1, 0);
+  seq_lens_.clear();
+  logits_indices_.clear();
+  int max_blocks = 1;
+  for (const ScheduledSeq& s : seqs) {
+    max_blocks = std::max(max_blocks, (s.start_position + static_cast<int>(s.tokens.size()) + bs - 1) / bs);
+  }
+  block_tables_.assign(seqs.size() * static_cast<size_t>(max_blocks), -1);
+
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const ScheduledSeq& s = seqs[i];
+    CHECK(!s.tokens.empty()) << "scheduled sequence " << s.seq << " has no tokens";
+    const BlockTable& table = cache_->table(s.seq);
+    const int end = s.start_position + static_cast<int>(s.tokens.size());
+    CHECK_LE(end, table.capacity(bs)) << "slots not reserved for sequence " << s.seq;
+    std::span<const BlockId> blocks = table.blocks();
+    const int used_blocks = (end + bs - 1) / bs;
+    std::copy_n(blocks.begin(), used_blocks, block_tables_.begin() + i * max_blocks);
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      const int pos = s.start_position + static_cast<int>(j);
+      token_ids_.push_back(s.tokens[j]);
+      positions_.push_back(pos);
+      slot_mapping_.push_back(static_cast<int64_t>(blocks[pos / bs]) * bs + pos % bs);
+    }
+    query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
+    seq_lens_.push_back(end);
+    if (s.want_logits) logits_indices_.push_back(static_cast<int32_t>(token_ids_.size()) - 1);
+  }
+  if (logits.size() < logits_indices_.size() * static_cast<size_t>(vocab_size_)) {
+    return InvalidArgumentError("logits buffer too small for the step");
+  }
+  batch_.token_ids = token_ids_;
+  batch_.positions = positions_;
+  batch_.slot_mapping = slot_mapping_;
+  batch_.query_start = query_start_;
+  batch_.seq_lens = seq_lens_;
+  batch_.block_tables = block_tables_;
+  batch_.max_blocks_per_seq = max_blocks;
+  batch_.logits_indices = logits_indices_;
+  return backend_->Forward(batch_, logits);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,174 @@
+// The paged CPU forward pass against the dense reference, across chunked prefill, decode,
+// several sequences per step, scattered block tables and every KV dtype.
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cache/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "tests/unit/backend/reference_forward.h"
+
+namespace kvserve {
+namespace {
+
+std::unique_ptr<Model> TinyModel(const std::string& spec = "synthetic:tiny:f32") {
+  ModelLoadOptions o;
+  o.seed = 7;
+  auto m = Model::Load(spec, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % (vocab - 3));
+  return t;
+}
+
+struct Harness {
+  Harness(const Model& model, KvDtype dtype, int block_size, int num_blocks) {
+    KvSpecConfig c;
+    c.num_layers = model.config().num_layers;
+    c.num_kv_heads = model.config().num_kv_heads;
+    c.head_dim = model.config().head_dim;
+    c.block_size = block_size;
+    c.dtype = dtype;
+    cache = std::make_unique<KvCacheManager>(*KvSpec::Create(c), num_blocks);
+    CpuBackendOptions bo;
+    bo.limits.max_num_tokens = 256;
+    backend = std::make_unique<CpuBackend>(model, bo);
+    EXPECT_TRUE(backend->InitKvCache(cache->spec(), num_blocks).ok());
+    runner = std::make_unique<ModelRunner>(backend.get(), cache.get(), model.config().vocab_size);
+  }
+  std::unique_ptr<KvCacheManager> cache;
+  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+TEST(CpuBackend, PagedChunkedBatchedForwardMatchesDenseReference) {
+  auto model = TinyModel();
+  const int V = model->config().vocab_size;
+  Harness h(*model, KvDtype::kF32, 4, 32);
+  // Scatter the free list so tables are not contiguous.
+  ASSERT_TRUE(h.cache->AllocateSlots(100, 4 * 7).has_value());
+  ASSERT_TRUE(h.cache->AllocateSlots(101, 4 * 5).has_value());
+  h.cache->Free(100);
+
+  std::vector<int32_t> a = RandomTokens(14, V, 1), b = RandomTokens(9, V, 2);
+  const auto ref_a = testing::ReferenceLogits(*model, a);
+  const auto ref_b = testing::ReferenceLogits(*model, b);
+  std::vector<float> logits(2 * V);
+  auto expect_close = [&](const float* got, const std::vector<float>& want, const char* what) {
+    for (int i = 0; i < V; ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << what << " vocab " << i;
+  };
+
+  // Step 1: a's first 10 tokens (no logits: prefill continues), b's first 6.
+  ASSERT_TRUE(h.cache->AllocateSlots(1, 10).has_value());
+  ASSERT_TRUE(h.cache->AllocateSlots(2, 6).has_value());
+  std::vector<ScheduledSeq> step = {{1, std::span(a).subspan(0, 10), 0, false},
+                                    {2, std::span(b).subspan(0, 6), 0, true}};
+  ASSERT_TRUE(h.runner->Execute(step, logits).ok());
+  expect_close(logits.data(), ref_b[5], "b after chunk 1");
+  // Step 2: a's remaining 3 prompt tokens + b's next 3.
+  ASSERT_TRUE(h.cache->AllocateSlots(1, 3).has_value());
+  ASSERT_TRUE(h.cache->AllocateSlots(2, 3).has_value());
+  step = {{1, std::span(a).subspan(10, 3), 10, true}, {2, std::span(b).subspan(6, 3), 6, true}};
+  ASSERT_TRUE(h.runner->Execute(step, logits).ok());
+  expect_close(logits.data(), ref_a[12], "a end of prefill");
+  expect_close(logits.data() + V, ref_b[8], "b end of prefill");
+  // Step 3: a decodes its 14th token alone.
+  ASSERT_TRUE(h.cache->AllocateSlots(1, 1).has_value());
+  step = {{1, std::span(a).subspan(13, 1), 13, true}};
+  ASSERT_TRUE(h.runner->Execute(step, logits).ok());
+  expect_close(logits.data(), ref_a[13], "a decode");
+  EXPECT_TRUE(h.cache->VerifyIntegrity().ok());
+}
+
+TEST(CpuBackend, QuantizedAndHalfKvStayCloseToF32) {
+  auto model = TinyModel();
+  const int V = model->config().vocab_size;
+  const std::vector<int32_t> tokens = RandomTokens(40, V, 3);
+  const auto ref = testing::ReferenceLogits(*model, tokens);
+  // Maximum |logit error| allowed per dtype (logits here have magnitude ~1).
+  const std::vector<std::pair<KvDtype, float>> cases = {
+      {KvDtype::kF16, 2e-3f}, {KvDtype::kBF16, 2e-2f}, {KvDtype::kInt8, 3e-2f}, {KvDtype::kInt4, 0.3f}};
+  for (auto [dtype, tolerance] : cases) {
+    Harness h(*model, dtype, 16, 8);
+    ASSERT_TRUE(h.cache->AllocateSlots(1, 40).has_value());
+    std::vector<float> logits(V);
+    ScheduledSeq s{1, tokens, 0, true};
+    ASSERT_TRUE(h.runner->Execute(std::span(&s, 1), logits).ok());
+    float max_err = 0;
+    for (int i = 0; i < V; ++i) max_err = std::max(max_err, std::fabs(logits[i] - ref[39][i]));
+    EXPECT_LT(max_err, tolerance) << KvDtypeName(dtype);
+    EXPECT_GT(max_err, 0.0f) << KvDtypeName(dtype) << " should differ from f32 at all";
+  }
+}
+
+TEST(CpuBackend, HalfPrecisionWeightsMatchTheirOwnReference) {
+  for (const char* spec : {"synthetic:tiny:f16", "synthetic:tiny:bf16", "synthetic:tiny:q8_0"}) {
+    auto model = TinyModel(spec);
+    const int V = model->config().vocab_size;
+    const std::vector<int32_t> tokens = RandomTokens(12, V, 4);
+    const auto ref = testing::ReferenceLogits(*model, tokens);
+    Harness h(*model, KvDtype::kF32, 16, 4);
+    ASSERT_TRUE(h.cache->AllocateSlots(1, 12).has_value());
+    std::vector<float> logits(V);
+    ScheduledSeq s{1, tokens, 0, true};
+    ASSERT_TRUE(h.runner->Execute(std::span(&s, 1), logits).ok());
+    for (int i = 0; i < V; ++i) ASSERT_NEAR(logits[i], ref[11][i], 1e-4) << spec;
+  }
+}
+
+TEST(CpuBackend, RejectsMalformedBatches) {
+  auto model = TinyModel();
+  Harness h(*model, KvDtype::kF32, 4, 4);
+  std::vector<float> logits(model->config().vocab_size);
+  const std::vector<int32_t> bad_token = {model->config().vocab_size};
+  const std::vector<int32_t> pos = {0}, qs = {0, 1}, lens = {1}, table = {0}, li = {0};
+  const std::vector<int64_t> slots = {0};
+  ForwardBatch b;
+  b.token_ids = bad_token;
+  b.positions = pos;
+  b.slot_mapping = slots;
+  b.query_start = qs;
+  b.seq_lens = lens;
+  b.block_tables = table;
+  b.max_blocks_per_seq = 1;
+  b.logits_indices = li;
+  EXPECT_EQ(h.backend->Forward(b, logits).code(), StatusCode::kInvalidArgument);
+  const std::vector<int32_t> ok_token = {5};
+  const std::vector<int64_t> bad_slot = {4 * 4};
+  b.token_ids = ok_token;
+  b.slot_mapping = bad_slot;
+  EXPECT_EQ(h.backend->Forward(b, logits).code(), StatusCode::kInvalidArgument);
+  b.slot_mapping = slots;
+  EXPECT_TRUE(h.backend->Forward(b, logits).ok());
+}
+
+TEST(CpuBackend, CopyAndRawBlockAccessRoundTrip) {
+  auto model = TinyModel();
+  Harness h(*model, KvDtype::kInt8, 4, 4);
+  ASSERT_TRUE(h.cache->AllocateSlots(1, 4).has_value());
+  std::vector<float> logits(model->config().vocab_size);
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  ScheduledSeq s{1, tokens, 0, true};
+  ASSERT_TRUE(h.runner->Execute(std::span(&s, 1), logits).ok());
+  const size_t bytes = h.cache->spec().block_bytes();
+  std::vector<uint8_t> a(bytes), b(bytes);
+  ASSERT_TRUE(h.backend->ReadBlock(0, a).ok());
+  const std::pair<int32_t, int32_t> copy{0, 3};
+  ASSERT_TRUE(h.backend->CopyBlocks(std::span(&copy, 1)).ok());
+  ASSERT_TRUE(h.backend->ReadBlock(3, b).ok());
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(h.backend->WriteBlock(2, a).ok());
+  ASSERT_TRUE(h.backend->ReadBlock(2, b).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(h.backend->ReadBlock(4, b).ok());
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,149 @@
+// Every SIMD kernel table against the generic C++ table and the reference codecs.
+#include "engine/backend/cpu/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cache/kv_codec.h"
+
+namespace kvserve::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct EncodedMatrix {
+  std::vector<uint8_t> bytes;
+  WeightMatrix w;
+};
+
+EncodedMatrix Encode(GgmlType type, const std::vector<float>& values, int64_t rows, int64_t cols) {
+  EncodedMatrix m;
+  m.w.type = type;
+  m.w.rows = rows;
+  m.w.cols = cols;
+  m.w.row_bytes = *GgmlRowBytes(type, cols);
+  m.bytes.resize(m.w.row_bytes * rows);
+  for (int64_t r = 0; r < rows; ++r) QuantizeRow(type, &values[r * cols], &m.bytes[r * m.w.row_bytes], cols);
+  m.w.data = m.bytes.data();
+  return m;
+}
+
+// Reference: y = x * dequant(W)^T in double.
+std::vector<double> ReferenceMatMul(const WeightMatrix& w, const std::vector<float>& x, int tokens) {
+  std::vector<double> y(static_cast<size_t>(tokens) * w.rows);
+  std::vector<float> row(w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DequantizeRow(w.type, w.row(r), row.data(), w.cols);
+    for (int t = 0; t < tokens; ++t) {
+      double s = 0;
+      for (int64_t k = 0; k < w.cols; ++k) s += static_cast<double>(row[k]) * x[t * w.cols + k];
+      y[t * w.rows + r] = s;
+    }
+  }
+  return y;
+}
+
+std::vector<std::string> AvailableIsas() {
+  std::vector<std::string> out = {"generic"};
+  for (const char* isa : {"avx2", "avx512"}) {
+    if (KernelsFor(isa) != nullptr) out.push_back(isa);
+  }
+  return out;
+}
+
+class KernelsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
+  const KernelTable* table = KernelsFor(GetParam());
+  ASSERT_NE(table, nullptr);
+  // Row lengths with and without tails; token counts covering every tile remainder.
+  for (int64_t cols : {32, 64, 96, 172, 1024}) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+      if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
+      const int64_t rows = 13;
+      EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
+      for (int tokens : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<float> x = Random(static_cast<size_t>(tokens) * cols, 2);
+        std::vector<float> y(static_cast<size_t>(tokens) * rows, -1.0f);
+        MatMulArgs a{&m.w, x.data(), cols, tokens, y.data(), rows};
+        table->matmul[WeightKind(type)](a, 0, rows);
+        const std::vector<double> ref = ReferenceMatMul(m.w, x, tokens);
+        for (size_t i = 0; i < y.size(); ++i) {
+          // f32 accumulation over `cols` terms of magnitude ~1.
+          ASSERT_NEAR(y[i], ref[i], 1e-5 * cols) << GetParam() << " " << GgmlTypeName(type)
+                                                 << " cols " << cols << " tokens " << tokens;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
+  // A token's result must not depend on which other tokens share the step (isolation and
+  // greedy determinism under continuous batching).
+  const KernelTable* table = KernelsFor(GetParam());
+  const int64_t rows = 8, cols = 160;
+  EncodedMatrix m = Encode(GgmlType::kF16, Random(rows * cols, 3), rows, cols);
+  const std::vector<float> x = Random(7 * cols, 4);
+  std::vector<float> all(7 * rows);
+  table->matmul[1](MatMulArgs{&m.w, x.data(), cols, 7, all.data(), rows}, 0, rows);
+  for (int t = 0; t < 7; ++t) {
+    std::vector<float> one(rows);
+    table->matmul[1](MatMulArgs{&m.w, x.data() + t * cols, cols, 1, one.data(), rows}, 0, rows);
+    for (int r = 0; r < rows; ++r) ASSERT_EQ(one[r], all[t * rows + r]);
+  }
+}
+
+TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
+  const KernelTable* table = KernelsFor(GetParam());
+  for (int head_dim : {8, 64, 128}) {
+    for (int group : {8, 32, 64, 128}) {
+      if (group > head_dim || head_dim % group) continue;
+      for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
+        const int n = 11;
+        const size_t row_bytes = KvRowDataBytes(d, head_dim);
+        std::vector<uint8_t> data(n * row_bytes);
+        std::vector<uint16_t> scales(n * (head_dim / group));
+        std::vector<float> decoded(n * head_dim);
+        const std::vector<float> src = Random(n * head_dim, 5);
+        for (int j = 0; j < n; ++j) {
+          EncodeKvRow(d, &src[j * head_dim], head_dim, group, &data[j * row_bytes], &scales[j * (head_dim / group)]);
+          DecodeKvRow(d, &data[j * row_bytes], &scales[j * (head_dim / group)], head_dim, group, &decoded[j * head_dim]);
+        }
+        const std::vector<float> q = Random(head_dim, 6);
+        const std::vector<float> p = Random(n, 7);
+        KvRows rows{data.data(), scales.data(), n};
+        std::vector<float> scores(n);
+        table->kv_dot[static_cast<int>(d)](q.data(), rows, head_dim, group, scores.data());
+        std::vector<float> acc(head_dim, 0.5f);
+        table->kv_axpy[static_cast<int>(d)](p.data(), rows, head_dim, group, acc.data());
+        for (int j = 0; j < n; ++j) {
+          double ref = 0;
+          for (int i = 0; i < head_dim; ++i) ref += static_cast<double>(q[i]) * decoded[j * head_dim + i];
+          ASSERT_NEAR(scores[j], ref, 1e-4 * head_dim) << GetParam() << " " << KvDtypeName(d) << " hd " << head_dim;
+        }
+        for (int i = 0; i < head_dim; ++i) {
+          double ref = 0.5;
+          for (int j = 0; j < n; ++j) ref += static_cast<double>(p[j]) * decoded[j * head_dim + i];
+          ASSERT_NEAR(acc[i], ref, 1e-4 * n) << GetParam() << " " << KvDtypeName(d) << " hd " << head_dim;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, KernelsTest, ::testing::ValuesIn(AvailableIsas()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace kvserve::cpu
