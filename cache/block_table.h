@@ -1,6 +1,6 @@
 // BlockTable: the ordered blocks that hold one sequence's KV cache, and how many token
 // positions of them are filled. Position p lives in blocks()[p / block_size] at offset
-// p % block_size. Append-only except for window eviction (issue: sliding window) and Free.
+// p % block_size. Append-only except for window eviction, Truncate, swap and Free.
 // Owned by KvCacheManager; engine thread only.
 #pragma once
 

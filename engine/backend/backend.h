@@ -39,6 +39,12 @@ class Backend {
   // Copies whole blocks (copy-on-write, defragmentation): dst[i] = src[i].
   [[nodiscard]] virtual Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
 
+  // Re-rotates the keys stored in `blocks` (every layer and kv head, every position of the
+  // block) by `delta` positions: RoPE is a rotation, so R(p + delta) = R(delta) R(p).
+  // Quantized rows are decoded, rotated and re-encoded. Used after a sliding-window eviction
+  // re-indexes the kept positions (delta < 0).
+  [[nodiscard]] virtual Status ShiftKeys(std::span<const int32_t> blocks, int delta) = 0;
+
   // Raw block bytes for host offload and tests: copy block `id` out/in (block_bytes bytes).
   [[nodiscard]] virtual Status ReadBlock(int32_t id, std::span<uint8_t> out) const = 0;
   [[nodiscard]] virtual Status WriteBlock(int32_t id, std::span<const uint8_t> in) = 0;

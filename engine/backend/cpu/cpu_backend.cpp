@@ -166,7 +166,7 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
   int64_t num_chunks = 0;
   for (const MatMulJob& j : jobs) num_chunks += (j.w->rows + chunk - 1) / chunk;
 
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int64_t c = 0; c < num_chunks; ++c) {
     int64_t local = c;
     for (const MatMulJob& j : jobs) {
@@ -271,7 +271,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
   const bool parallel = num_threads_ > 1 && work >= kParallelWork;
 
   // Sequence of each token, found by walking query_start (tokens are grouped by sequence).
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int u = 0; u < units; ++u) {
     const int t = u / c.num_kv_heads;
     const int g = u % c.num_kv_heads;
@@ -373,6 +373,53 @@ Status CpuBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_d
       return InvalidArgumentError("CopyBlocks: block id out of range");
     }
     std::memcpy(block_data(dst), block_data(src), spec_->block_bytes());
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
+  if (kv_arena_ == nullptr) return FailedPreconditionError("KV cache not initialised");
+  for (int32_t id : blocks) {
+    if (id < 0 || id >= num_blocks_) return InvalidArgumentError("ShiftKeys: block id out of range");
+  }
+  if (delta == 0 || blocks.empty()) return OkStatus();
+  const ModelConfig& c = config_;
+  const KvSpec& s = *spec_;
+  const int half = c.rope_dim / 2;
+  const int hd = s.head_dim();
+  const bool neox = c.rope_layout == RopeLayout::kNeox;
+  // R(p + delta) = R(delta) R(p): one (cos, sin) per frequency, computed in double.
+  float cos_sin[256];
+  for (int i = 0; i < half; ++i) {
+    const double theta = delta * static_cast<double>(c.rope_freq_scale) * rope_inv_freq_[i];
+    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+  std::vector<float> row(hd);  // [head_dim] one decoded key row
+  for (int32_t id : blocks) {
+    uint8_t* block = block_data(id);
+    for (int l = 0; l < s.num_layers(); ++l) {
+      for (int h = 0; h < s.num_kv_heads(); ++h) {
+        const KvDtype d = s.dtype(l, h);
+        const size_t row_bytes = s.row_bytes(l, h);
+        const int groups = s.groups_per_row();
+        uint8_t* seg = block + s.segment_offset(l, /*kind=K*/ 0, h);
+        uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(l, h));
+        for (int r = 0; r < s.block_size(); ++r) {
+          uint8_t* data = seg + r * row_bytes;
+          uint16_t* row_scales = scales + r * groups;
+          DecodeKvRow(d, data, row_scales, hd, s.group_size(), row.data());
+          for (int i = 0; i < half; ++i) {
+            const int i0 = neox ? i : 2 * i;
+            const int i1 = neox ? i + half : 2 * i + 1;
+            const float x0 = row[i0], x1 = row[i1];
+            row[i0] = x0 * cos_sin[2 * i] - x1 * cos_sin[2 * i + 1];
+            row[i1] = x0 * cos_sin[2 * i + 1] + x1 * cos_sin[2 * i];
+          }
+          EncodeKvRow(d, row.data(), hd, s.group_size(), data, row_scales);
+        }
+      }
+    }
   }
   return OkStatus();
 }

@@ -33,6 +33,9 @@ class CpuBackend final : public Backend {
   [[nodiscard]] Status InitKvCache(const KvSpec& spec, int num_blocks) override;
   [[nodiscard]] Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
   [[nodiscard]] Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override;
+  // Re-rotates every K row of `blocks` by `delta` positions with the model's RoPE layout and
+  // frequency scale (decode -> rotate -> encode for F16/BF16/INT8/INT4 rows).
+  [[nodiscard]] Status ShiftKeys(std::span<const int32_t> blocks, int delta) override;
   [[nodiscard]] Status ReadBlock(int32_t id, std::span<uint8_t> out) const override;
   [[nodiscard]] Status WriteBlock(int32_t id, std::span<const uint8_t> in) override;
 

@@ -1,0 +1,110 @@
+// KvCacheManager: stats() snapshots and VerifyIntegrity() (pool, tables, pins, prefix index
+// and host tier agree). See kv_cache_manager.h.
+#include <string>
+
+#include "cache/kv_cache_manager.h"
+#include "cache/kv_cache_manager_impl.h"
+
+namespace kvserve {
+
+KvCacheStats KvCacheManager::stats() const {
+  const Impl& m = *impl_;
+  KvCacheStats st;
+  st.total_blocks = m.pool.num_blocks();
+  for (BlockId b = 0; b < m.pool.num_blocks(); ++b) {
+    if (m.pinned[b]) {
+      ++st.pinned_blocks;
+    } else if (!m.pool.is_free(b)) {
+      ++st.used_blocks;
+    } else if (m.index.indexed(b)) {
+      ++st.cached_blocks;
+    } else {
+      ++st.free_blocks;
+    }
+  }
+  st.usage_ratio = static_cast<double>(st.used_blocks + st.pinned_blocks) / st.total_blocks;
+  for (const auto& [id, s] : m.seqs) st.tokens_stored += s.table.num_tokens();
+  st.block_size = block_size();
+  st.block_bytes = static_cast<int64_t>(spec_.block_bytes());
+  for (const auto& [name, bytes] : m.bytes_per_block_by_dtype) st.bytes_by_dtype[name] = bytes * st.total_blocks;
+  st.host_total_blocks = m.host.num_slots();
+  st.host_used_blocks = m.host.num_used();
+  st.evicted_blocks = m.evicted_blocks;
+  st.prefix_queries = m.prefix_queries;
+  st.prefix_hits = m.prefix_hits;
+  st.prefix_query_tokens = m.prefix_query_tokens;
+  st.prefix_hit_tokens = m.prefix_hit_tokens;
+  st.swapped_out_blocks = m.swapped_out_blocks;
+  st.swapped_in_blocks = m.swapped_in_blocks;
+  return st;
+}
+
+Status KvCacheManager::VerifyIntegrity() const {
+  const Impl& m = *impl_;
+  RETURN_IF_ERROR(m.pool.VerifyIntegrity());
+  RETURN_IF_ERROR(m.index.VerifyIntegrity());
+  const int bs = block_size();
+  const int n = m.pool.num_blocks();
+  std::vector<int> holders(n, 0);
+  std::vector<int32_t> host_slots;
+  for (const auto& [id, s] : m.seqs) {
+    const std::string name = "sequence " + std::to_string(id);
+    const int tokens = s.table.num_tokens();
+    const int want_blocks = (tokens + bs - 1) / bs;
+    if (tokens < 0) return InternalError(name + " has negative token count");
+    if (s.swapped) {
+      if (s.table.num_blocks() != 0) return InternalError(name + " is swapped out but holds device blocks");
+      if (static_cast<int>(s.host_slots.size()) != want_blocks) {
+        return InternalError(name + " holds " + std::to_string(s.host_slots.size()) + " host slots for " +
+                             std::to_string(tokens) + " tokens");
+      }
+      host_slots.insert(host_slots.end(), s.host_slots.begin(), s.host_slots.end());
+      continue;
+    }
+    if (!s.host_slots.empty()) return InternalError(name + " is on the device but holds host slots");
+    if (s.table.num_blocks() != want_blocks) {
+      return InternalError(name + " holds " + std::to_string(tokens) + " tokens in " +
+                           std::to_string(s.table.num_blocks()) + " blocks");
+    }
+    if (static_cast<int>(s.chain.size()) > tokens / bs) {
+      return InternalError(name + " has hashed " + std::to_string(s.chain.size()) + " blocks but only " +
+                           std::to_string(tokens / bs) + " are full");
+    }
+    const auto blocks = s.table.blocks();
+    for (int i = 0; i < static_cast<int>(blocks.size()); ++i) {
+      const BlockId b = blocks[i];
+      if (b < 0 || b >= n) return InternalError(name + " has bad block " + std::to_string(b));
+      for (int j = 0; j < i; ++j) {
+        if (blocks[j] == b) return InternalError(name + " lists block " + std::to_string(b) + " twice");
+      }
+      ++holders[b];
+      const bool full = (i + 1) * bs <= tokens;
+      if (m.index.indexed(b) && !full) {
+        return InternalError(name + " holds indexed block " + std::to_string(b) + " partially filled");
+      }
+      if (!full && (m.pool.ref_count(b) != 1 || m.pinned[b])) {
+        return InternalError(name + "'s partially filled block " + std::to_string(b) + " is shared");
+      }
+      if (i < static_cast<int>(s.chain.size()) && m.index.indexed(b) && m.index.hash(b) != s.chain[i].hash) {
+        return InternalError(name + "'s block " + std::to_string(b) + " is indexed under another hash");
+      }
+    }
+  }
+  int pinned = 0;
+  for (BlockId b = 0; b < n; ++b) {
+    if (m.pinned[b]) {
+      ++pinned;
+      ++holders[b];
+      if (!m.index.indexed(b)) return InternalError("pinned block " + std::to_string(b) + " is not indexed");
+    }
+    if (holders[b] != m.pool.ref_count(b)) {
+      return InternalError("block " + std::to_string(b) + " has ref count " + std::to_string(m.pool.ref_count(b)) +
+                           " but " + std::to_string(holders[b]) + " holders (tables + pins)");
+    }
+  }
+  if (pinned != m.num_pinned) return InternalError("pinned block count out of step");
+  RETURN_IF_ERROR(m.host.VerifyIntegrity(host_slots));
+  return OkStatus();
+}
+
+}  // namespace kvserve

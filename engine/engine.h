@@ -1,0 +1,81 @@
+// Engine: the thread-safe door to text generation. Submit() validates a request and hands it
+// to the engine thread, which owns the scheduler, the KV cache manager, the model runner and
+// the chat sessions, and runs one step after another:
+//
+//   intake queue -> Scheduler::Schedule -> ModelRunner::Execute -> Sampler -> publish deltas
+//
+// Front ends only talk to this class and to RequestStream. Submit/Abort/stats are safe from
+// any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cache/kv_spec.h"
+#include "common/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/weights.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/stats.h"
+
+namespace kvserve {
+
+struct EngineConfig {
+  // Scheduling.
+  int max_num_seqs = 64;              // sequences per step
+  int max_num_batched_tokens = 512;   // tokens per step (prefill is chunked to fit)
+  int max_model_len = 0;              // 0: the model's context length
+  int max_queued_requests = 1024;     // beyond: RESOURCE_EXHAUSTED
+  bool preempt_by_swap = false;       // swap to the host tier instead of recomputing
+  // KV cache.
+  KvSpecConfig kv;                    // layers/heads/head_dim are filled from the model
+  int num_blocks = 0;                 // pool size (the planner computes it from memory)
+  bool enable_prefix_caching = true;
+  int num_host_blocks = 0;            // host offload tier (0: off)
+  // Chat sessions.
+  int chat_window_tokens = 0;         // 0: no sliding window (sessions limited by max_model_len)
+  int chat_sink_tokens = 4;
+  double session_ttl_seconds = 600;   // idle sessions are dropped (or offloaded) after this
+  int max_sessions = 256;
+  int max_sessions_per_tenant = 64;
+  // Misc.
+  uint64_t seed = 0;                  // default sampling seed base
+  bool verify_integrity_each_step = false;  // tests: CHECK the cache after every step
+};
+
+class Engine {
+ public:
+  // Takes the model (kept alive for the engine's life) and a backend built for it; sizes the
+  // KV pool (config.num_blocks must be > 0) and starts the engine thread.
+  [[nodiscard]] static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                                std::shared_ptr<const Model> model,
+                                                                std::unique_ptr<Backend> backend);
+  virtual ~Engine() = default;
+
+  // Validates and enqueues. Errors: INVALID_ARGUMENT (bad parameters, token ids outside the
+  // vocabulary, empty prompt), OUT_OF_RANGE (prompt + max_tokens beyond the context, unless
+  // the request's chat session uses a sliding window), RESOURCE_EXHAUSTED (queue full, too
+  // many sessions), UNAVAILABLE (draining or stopped).
+  [[nodiscard]] virtual StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) = 0;
+  // Aborts a request; its blocks are freed within one step. Unknown ids are ignored.
+  virtual void Abort(uint64_t request_id) = 0;
+  // Forgets a chat session and frees its cache.
+  virtual void DropSession(const std::string& session_id) = 0;
+
+  // Latest snapshot (copied under a lock; cheap).
+  [[nodiscard]] virtual EngineStats GetStats() const = 0;
+  // Refuses new requests from now on; returns once in-flight ones finished or `grace` passed
+  // (then aborts the rest). Returns the number aborted.
+  virtual int Drain(double grace_seconds) = 0;
+  // Stops the engine thread, aborting everything.
+  virtual void Stop() = 0;
+  // True while the engine thread makes progress (false after a persistent fault or a stall).
+  [[nodiscard]] virtual bool Healthy() const = 0;
+
+  virtual const Model& model() const = 0;
+  virtual const EngineConfig& config() const = 0;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,56 @@
+// What a front end submits to the engine and what comes back: GenerationRequest in,
+// StreamDelta / RequestUsage out. Plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace kvserve {
+
+enum class FinishReason { kStop, kLength, kAbort, kError };
+// "stop", "length", "abort", "error" (OpenAI's finish_reason for the first two).
+std::string_view FinishReasonName(FinishReason reason);
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_tokens;  // BOS included when the model wants one
+  SamplingParams sampling;
+  int n = 1;                   // independent choices; their prompts share KV blocks
+  std::string session_id;      // optional chat session: its KV cache is kept between turns
+  std::string cache_salt;      // prefix-cache isolation domain (e.g. per tenant)
+  std::string tenant;          // who owns a session (per-key session limits)
+  int priority = 0;            // lower runs first; FCFS within a priority
+  bool detokenize = true;      // produce text deltas (and honour stop strings)
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // when requested
+};
+
+// New output of one choice since the last delta.
+struct StreamDelta {
+  int index = 0;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;          // parallel to token_ids when requested
+  std::optional<FinishReason> finish_reason;   // set on the choice's last delta
+  std::string matched_stop;                    // the stop string that ended it, if any
+};
+
+struct RequestUsage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;         // all choices
+  int cached_prompt_tokens = 0;      // served from the prefix cache or the chat session
+  double time_to_first_token_s = 0;  // submit -> first token
+  double duration_s = 0;             // submit -> finish
+  int preemptions = 0;
+};
+
+}  // namespace kvserve

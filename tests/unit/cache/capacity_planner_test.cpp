@@ -1,0 +1,121 @@
+// Capacity planner: exact byte counts and sequence/block counts for known shapes.
+#include "cache/capacity_planner.h"
+
+#include <gtest/gtest.h>
+
+namespace kvserve {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+LlamaShape Llama7B() { return {.vocab_size = 32000, .dim = 4096, .num_layers = 32, .num_heads = 32,
+                               .num_kv_heads = 32, .ffn_dim = 11008}; }
+
+CapacityPlanConfig Plan7B(KvDtype dtype) {
+  CapacityPlanConfig c;
+  c.kv.num_layers = 32;
+  c.kv.num_kv_heads = 32;
+  c.kv.head_dim = 128;
+  c.kv.block_size = 16;
+  c.kv.dtype = dtype;
+  c.weight_bytes = EstimateLlamaWeightBytes(Llama7B(), 16);
+  c.memory_bytes = 40 * kGiB;
+  c.reserve_bytes = 0;
+  c.context_tokens = 2048;
+  return c;
+}
+
+TEST(CapacityPlanner, LlamaParameterCountMatchesTheKnown7BFigure) {
+  EXPECT_EQ(LlamaParameterCount(Llama7B()), 6738415616);
+  // F16 matrices + F32 norms: (6738415616 - 65 * 4096) * 2 + 65 * 4096 * 4.
+  EXPECT_EQ(EstimateLlamaWeightBytes(Llama7B(), 16), 13477363712);
+}
+
+TEST(CapacityPlanner, SevenBillionShapeIn40GiB) {
+  auto rows = PlanCapacityTable(Plan7B(KvDtype::kF16), AllKvDtypes());
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 5u);
+  const CapacityPlanRow& f16 = (*rows)[1];
+  EXPECT_EQ(f16.dtype, KvDtype::kF16);
+  EXPECT_DOUBLE_EQ(f16.kv_bytes_per_token, 524288.0);  // 2 x 32 layers x 4096 x 2 bytes
+  EXPECT_EQ(f16.kv_bytes_per_sequence, kGiB);
+  EXPECT_EQ(f16.kv_memory_bytes, 40 * kGiB - 13477363712);
+  EXPECT_EQ(f16.max_sequences, 27);
+  EXPECT_EQ(f16.num_blocks, (40 * kGiB - 13477363712) / (8 * 1024 * 1024));
+  EXPECT_DOUBLE_EQ(f16.ratio_to_f16, 1.0);
+  const CapacityPlanRow& f32 = (*rows)[0];
+  EXPECT_EQ(f32.kv_bytes_per_sequence, 2 * kGiB);
+  EXPECT_EQ(f32.max_sequences, 13);
+  const CapacityPlanRow& i8 = (*rows)[3];
+  // 128 data bytes + one f16 scale per row: 130 / 256.
+  EXPECT_DOUBLE_EQ(i8.ratio_to_f16, 130.0 / 256);
+  EXPECT_EQ(i8.max_sequences, 54);  // 29472309248 / (128 blocks x 4259840 bytes) = 54.05
+  const CapacityPlanRow& i4 = (*rows)[4];
+  EXPECT_DOUBLE_EQ(i4.ratio_to_f16, 66.0 / 256);
+  EXPECT_EQ(i4.max_sequences, 106);
+  EXPECT_TRUE(i4.fits);
+}
+
+TEST(CapacityPlanner, LayeredRowAndReserve) {
+  CapacityPlanConfig c = Plan7B(KvDtype::kInt8);
+  c.kv.keep = {{0, -1}, {1, -1}};
+  c.reserve_bytes = 2 * kGiB;
+  auto rows = PlanCapacityTable(c, std::span<const KvDtype>());
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  const CapacityPlanRow& r = (*rows)[0];
+  EXPECT_TRUE(r.layered);
+  // 2 layers at 256 bytes per row-pair-head, 30 at 130: per token 2 x 32 heads x (2 x 256 + 30 x 130).
+  EXPECT_DOUBLE_EQ(r.kv_bytes_per_token, 2.0 * 32 * (2 * 256 + 30 * 130));
+  EXPECT_EQ(r.kv_memory_bytes, 38 * kGiB - 13477363712);
+  EXPECT_NE(r.kv_setting.find("L0,L1"), std::string::npos) << r.kv_setting;
+}
+
+TEST(CapacityPlanner, DoesNotFitAndBadInputs) {
+  CapacityPlanConfig c = Plan7B(KvDtype::kF16);
+  c.memory_bytes = 12 * kGiB;  // less than the weights
+  auto row = PlanCapacity(c);
+  ASSERT_TRUE(row.ok());
+  EXPECT_FALSE(row->fits);
+  EXPECT_EQ(row->kv_memory_bytes, 0);
+  EXPECT_EQ(row->max_sequences, 0);
+  EXPECT_EQ(row->num_blocks, 0);
+  c.memory_bytes = 0;
+  EXPECT_EQ(PlanCapacity(c).status().code(), StatusCode::kInvalidArgument);
+  c.memory_bytes = kGiB;
+  c.context_tokens = 0;
+  EXPECT_EQ(PlanCapacity(c).status().code(), StatusCode::kInvalidArgument);
+  c.context_tokens = 16;
+  c.kv.head_dim = 0;
+  EXPECT_FALSE(PlanCapacity(c).ok());
+}
+
+TEST(CapacityPlanner, NumBlocksForMemoryRoundsDown) {
+  KvSpecConfig k;
+  k.num_layers = 5;
+  k.num_kv_heads = 4;
+  k.head_dim = 8;
+  k.block_size = 16;
+  const KvSpec spec = *KvSpec::Create(k);
+  ASSERT_EQ(spec.block_bytes(), 5u * 2 * 4 * 256);
+  EXPECT_EQ(NumBlocksForMemory(spec, 10240 * 3 + 10239), 3);
+  EXPECT_EQ(NumBlocksForMemory(spec, -5), 0);
+}
+
+TEST(CapacityPlanner, ParsesAndFormatsByteSizes) {
+  EXPECT_EQ(*ParseByteSize("40GiB"), 40 * kGiB);
+  EXPECT_EQ(*ParseByteSize("40 GB"), 40000000000);
+  EXPECT_EQ(*ParseByteSize("1.5G"), 3 * kGiB / 2);
+  EXPECT_EQ(*ParseByteSize("512MiB"), 512 << 20);
+  EXPECT_EQ(*ParseByteSize("123"), 123);
+  EXPECT_FALSE(ParseByteSize("").ok());
+  EXPECT_FALSE(ParseByteSize("GiB").ok());
+  EXPECT_FALSE(ParseByteSize("12 parsecs").ok());
+  EXPECT_FALSE(ParseByteSize("-3GiB").ok());
+  EXPECT_EQ(FormatBytes(96), "96 B");
+  EXPECT_EQ(FormatBytes(512 * 1024), "512.00 KiB");
+  EXPECT_EQ(FormatBytes(static_cast<double>(kGiB)), "1.00 GiB");
+}
+
+}  // namespace
+}  // namespace kvserve
