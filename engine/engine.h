@@ -42,6 +42,10 @@ struct EngineConfig {
   int max_sessions_per_tenant = 64;
   // Misc.
   uint64_t seed = 0;                  // default sampling seed base
+  // Benchmarks only: forget every sequence's cache after each generated token, so each
+  // token recomputes the whole sequence (the "no KV cache" baseline). Prefix caching must be
+  // off and max_num_batched_tokens must hold a whole sequence.
+  bool recompute_every_token = false;
   bool verify_integrity_each_step = false;  // tests: CHECK the cache after every step
 };
 

@@ -1,0 +1,86 @@
+// ChatSessionStore: server-side chat sessions that keep their KV cache between turns, so a
+// new turn prefills only its new tokens.
+//
+// A session owns a KV cache sequence (its own SeqId) while idle; a request that continues the
+// session takes that cache over (KvCacheManager::Rename) and hands it back when it finishes.
+// Sessions are bounded: at most `max_sessions` in all and `max_per_tenant` per tenant (least
+// recently used dropped first), idle ones expire after `ttl_seconds` (moved to the host tier
+// first when there is one), and under memory pressure the least recently used idle session
+// gives up its cache (it keeps its tokens; the next turn recomputes). Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "engine/sequence.h"
+
+namespace kvserve {
+
+struct ChatSessionConfig {
+  int max_sessions = 256;
+  int max_per_tenant = 64;
+  double ttl_seconds = 600;
+  WindowPolicy window;  // applied to every session's sequence
+};
+
+struct ChatSession {
+  std::string id;
+  std::string tenant;
+  std::vector<int32_t> tokens;  // tokens whose KV the cache holds (with any evicted ones)
+  int num_evicted = 0;
+  SeqId cache_seq = 0;          // valid when has_cache
+  bool has_cache = false;
+  bool swapped = false;         // its cache is in the host tier
+  bool in_use = false;          // a request is running on it
+  Clock::time_point last_used{};
+};
+
+class ChatSessionStore {
+ public:
+  // How the store moves bytes it does not own: a swap plan's copies (device -> host when
+  // `to_host`) and copy-on-write block copies.
+  struct ByteMover {
+    std::function<Status(const KvCacheManager::SwapPlan&, bool to_host)> swap;
+    std::function<Status(std::span<const std::pair<BlockId, BlockId>>)> copy;
+  };
+  // `next_seq_id` hands out fresh cache sequence ids.
+  ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache,
+                   std::function<SeqId()> next_seq_id, ByteMover mover);
+
+  // Prepares `seq` (a new request's first choice) to continue session `id`: creates the
+  // session if needed (dropping least recently used ones beyond the limits), and gives the
+  // sequence the session's cache for the longest reusable prefix of its prompt. Fails with
+  // FAILED_PRECONDITION if another request is using the session.
+  [[nodiscard]] Status Attach(const std::string& id, const std::string& tenant, Sequence* seq);
+  // Takes back the cache of `seq` (the session's request finished, failed or was aborted).
+  void Detach(const std::string& id, Sequence* seq);
+  // Drops a session and frees its cache (no-op when unknown or in use).
+  void Drop(const std::string& id);
+  // Frees the cache of the least recently used idle session; false when none holds one.
+  bool ReclaimOne();
+  // Applies the TTL: offloads or drops idle sessions.
+  void Expire(Clock::time_point now);
+
+  int size() const { return static_cast<int>(sessions_.size()); }
+  const ChatSession* Find(const std::string& id) const;
+
+ private:
+  void ReleaseCache(ChatSession* s, bool count_eviction);
+  // Cuts the cache of `seq` to `num_tokens` positions; false if that needed a block copy for
+  // which there was no room (the cache is then unchanged).
+  bool TruncateCache(SeqId seq, int num_tokens);
+  // Drops least recently used idle sessions while `over_limit()`.
+  void DropLruWhile(const std::function<bool()>& over_limit, const std::string& tenant);
+
+  ChatSessionConfig config_;
+  KvCacheManager* cache_;
+  std::function<SeqId()> next_seq_id_;
+  ByteMover mover_;
+  std::unordered_map<std::string, ChatSession> sessions_;
+};
+
+}  // namespace kvserve

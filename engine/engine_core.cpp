@@ -1,0 +1,415 @@
+#include "engine/engine_core.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace kvserve {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+constexpr int kMaxChoices = 16;
+constexpr int kFaultAfterConsecutiveFailures = 3;
+constexpr double kStallSeconds = 30.0;
+constexpr double kThroughputWindowSeconds = 5.0;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, std::shared_ptr<const Model> model,
+                                                 std::unique_ptr<Backend> backend) {
+  auto engine = std::make_unique<EngineCore>(config, std::move(model), std::move(backend));
+  RETURN_IF_ERROR(engine->Init());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+EngineCore::EngineCore(const EngineConfig& config, std::shared_ptr<const Model> model,
+                       std::unique_ptr<Backend> backend)
+    : config_(config), model_(std::move(model)), backend_(std::move(backend)),
+      vocab_size_(model_->config().vocab_size) {}
+
+EngineCore::~EngineCore() { Stop(); }
+
+Status EngineCore::Init() {
+  const ModelConfig& mc = model_->config();
+  if (config_.num_blocks <= 0) return InvalidArgumentError("the KV cache needs at least one block");
+  if (config_.recompute_every_token && config_.enable_prefix_caching) {
+    return InvalidArgumentError("recompute_every_token needs prefix caching off");
+  }
+  if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0) {
+    return InvalidArgumentError("max_num_seqs and max_num_batched_tokens must be positive");
+  }
+  KvSpecConfig kv = config_.kv;
+  kv.num_layers = mc.num_layers;
+  kv.num_kv_heads = mc.num_kv_heads;
+  kv.head_dim = mc.head_dim;
+  ASSIGN_OR_RETURN(KvSpec spec, KvSpec::Create(kv));
+  RETURN_IF_ERROR(backend_->InitKvCache(spec, config_.num_blocks));
+  KvCacheManagerConfig cc;
+  cc.num_blocks = config_.num_blocks;
+  cc.enable_prefix_caching = config_.enable_prefix_caching;
+  cc.num_host_blocks = config_.num_host_blocks;
+  cache_ = std::make_unique<KvCacheManager>(spec, cc);
+
+  // A sequence can never hold more than the whole pool.
+  max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;
+  const int pool_tokens = config_.num_blocks * spec.block_size();
+  if (max_model_len_ > pool_tokens) {
+    LOG_WARN("KV pool holds {} tokens; limiting sequences to that (model context {})", pool_tokens, max_model_len_);
+    max_model_len_ = pool_tokens;
+  }
+
+  runner_ = std::make_unique<ModelRunner>(backend_.get(), cache_.get(), vocab_size_);
+  ChatSessionConfig sc;
+  sc.max_sessions = config_.max_sessions;
+  sc.max_per_tenant = config_.max_sessions_per_tenant;
+  sc.ttl_seconds = config_.session_ttl_seconds;
+  if (config_.chat_window_tokens > 0) {
+    sc.window = WindowPolicy::Sliding(config_.chat_window_tokens, config_.chat_sink_tokens);
+  }
+  ChatSessionStore::ByteMover mover;
+  mover.swap = [this](const KvCacheManager::SwapPlan& plan, bool to_host) { return MoveSwapBlocks(plan, to_host); };
+  mover.copy = [this](std::span<const std::pair<BlockId, BlockId>> copies) { return backend_->CopyBlocks(copies); };
+  sessions_ = std::make_unique<ChatSessionStore>(sc, cache_.get(), [this] { return next_seq_id_++; }, std::move(mover));
+  SchedulerConfig sched;
+  sched.max_num_seqs = config_.max_num_seqs;
+  sched.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sched.preempt_by_swap = config_.preempt_by_swap;
+  scheduler_ = std::make_unique<Scheduler>(sched, cache_.get(), [this] { return sessions_->ReclaimOne(); });
+  logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
+  fork_logits_.resize(vocab_size_);
+  last_progress_ns_ = NowNs();
+  PublishStats();
+  thread_ = std::thread([this] { Loop(); });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- caller threads
+
+StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r) {
+  if (stop_ || draining_) return UnavailableError("the server is shutting down");
+  if (!Healthy()) return UnavailableError("the engine is not healthy");
+  if (r.prompt_tokens.empty()) return InvalidArgumentError("the prompt is empty");
+  for (int32_t id : r.prompt_tokens) {
+    if (id < 0 || id >= vocab_size_) {
+      return InvalidArgumentError(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+    }
+  }
+  if (r.n < 1 || r.n > kMaxChoices) return InvalidArgumentError(fmt::format("n must be in [1, {}]", kMaxChoices));
+  RETURN_IF_ERROR(r.sampling.Validate(vocab_size_));
+  const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  const bool windowed = !r.session_id.empty() && config_.chat_window_tokens > 0;
+  if (!windowed && prompt + r.sampling.max_tokens > max_model_len_) {
+    return OutOfRangeError(fmt::format(
+        "this model's maximum context length is {} tokens, but {} were requested ({} in the prompt, "
+        "{} for the completion)", max_model_len_, prompt + r.sampling.max_tokens, prompt, r.sampling.max_tokens));
+  }
+  auto request = std::make_unique<Request>();
+  request->id = next_request_id_++;
+  request->submitted = Clock::now();
+  request->stream = std::make_shared<RequestStream>(request->id, r.n);
+  request->params = std::move(r);
+  std::shared_ptr<RequestStream> stream = request->stream;
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    if (num_unscheduled_.load() >= config_.max_queued_requests) {
+      return ResourceExhaustedError("too many queued requests; retry later");
+    }
+    ++num_unscheduled_;
+    ++num_in_flight_;
+    intake_.push_back(std::move(request));
+  }
+  intake_cv_.notify_one();
+  return stream;
+}
+
+void EngineCore::Abort(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    intake_aborts_.push_back(request_id);
+  }
+  intake_cv_.notify_one();
+}
+
+void EngineCore::DropSession(const std::string& session_id) {
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    intake_session_drops_.push_back(session_id);
+  }
+  intake_cv_.notify_one();
+}
+
+EngineStats EngineCore::GetStats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return snapshot_;
+}
+
+int EngineCore::Drain(double grace_seconds) {
+  draining_ = true;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(grace_seconds));
+  while (num_in_flight_.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int remaining = num_in_flight_.load();
+  if (remaining > 0) Stop();
+  return remaining;
+}
+
+void EngineCore::Stop() {
+  if (stop_.exchange(true)) {
+    if (thread_.joinable()) thread_.join();
+    return;
+  }
+  intake_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EngineCore::Healthy() const {
+  if (fault_) return false;
+  const double idle = static_cast<double>(NowNs() - last_progress_ns_.load()) / 1e9;
+  return !(num_in_flight_.load() > 0 && idle > kStallSeconds);
+}
+
+// ---------------------------------------------------------------- engine thread
+
+void EngineCore::Loop() {
+  while (!stop_) {
+    TakeIntake();
+    const Clock::time_point now = Clock::now();
+    if (now - last_expiry_ > std::chrono::seconds(1)) {
+      sessions_->Expire(now);
+      last_expiry_ = now;
+    }
+    if (!HasWork()) {
+      PublishStats();
+      std::unique_lock<std::mutex> lock(intake_mu_);
+      intake_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+        return stop_ || !intake_.empty() || !intake_aborts_.empty() || !intake_session_drops_.empty();
+      });
+      last_progress_ns_ = NowNs();
+      continue;
+    }
+    Step();
+  }
+  // Shutting down: nothing in flight survives.
+  TakeIntake();
+  std::vector<uint64_t> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) AbortRequest(id, UnavailableError("the engine stopped"));
+  ReapFinished();
+  PublishStats();
+}
+
+void EngineCore::ReapFinished() {
+  for (uint64_t id : finished_requests_) requests_.erase(id);
+  finished_requests_.clear();
+}
+
+bool EngineCore::TakeIntake() {
+  std::vector<std::unique_ptr<Request>> incoming;
+  std::vector<uint64_t> aborts;
+  std::vector<std::string> drops;
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    incoming.swap(intake_);
+    aborts.swap(intake_aborts_);
+    drops.swap(intake_session_drops_);
+  }
+  for (auto& r : incoming) Admit(std::move(r));
+  for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
+  for (const std::string& id : drops) sessions_->Drop(id);
+  ReapFinished();
+  return !incoming.empty() || !aborts.empty() || !drops.empty();
+}
+
+void EngineCore::Admit(std::unique_ptr<Request> request) {
+  Request* r = request.get();
+  r->arrival = next_arrival_++;
+  r->usage.prompt_tokens = static_cast<int>(r->params.prompt_tokens.size());
+  for (int c = 0; c < r->params.n; ++c) r->seqs.push_back(MakeSequence(r, c));
+  requests_.emplace(r->id, std::move(request));
+  Sequence* first = r->seqs[0].get();
+  if (r->params.sampling.max_tokens == 0) {  // nothing to generate: every choice ends now
+    for (auto& s : r->seqs) {
+      s->forked_children = true;  // no fork will happen
+      StreamDelta delta;
+      delta.index = s->choice;
+      delta.finish_reason = FinishReason::kLength;
+      r->stream->Push(std::move(delta));
+      FinishSequence(s.get(), FinishReason::kLength);
+    }
+    return;
+  }
+  if (!r->params.session_id.empty()) {
+    Status st = sessions_->Attach(r->params.session_id, r->params.tenant, first);
+    if (!st.ok()) {
+      FailRequest(r, st);
+      return;
+    }
+    first->session_attached = true;
+    for (auto& s : r->seqs) s->window = first->window;
+  }
+  // Choices after the first wait for its prompt and fork from it.
+  scheduler_->AddWaiting(first);
+}
+
+std::unique_ptr<Sequence> EngineCore::MakeSequence(Request* r, int choice) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_seq_id_++;
+  seq->request = r;
+  seq->choice = choice;
+  seq->tokens = r->params.prompt_tokens;
+  seq->prompt_len = static_cast<int>(seq->tokens.size());
+  const Tokenizer& tok = model_->tokenizer();
+  std::vector<int32_t> eos;
+  if (tok.eos_id() >= 0) eos.push_back(tok.eos_id());
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (id != tok.eos_id() && tok.IsEndOfGeneration(id)) eos.push_back(id);
+  }
+  const uint64_t seed = config_.seed ^ (r->id * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(choice) << 32);
+  SamplingParams params = r->params.sampling;
+  if (params.seed && choice > 0) params.seed = *params.seed + static_cast<uint64_t>(choice);
+  seq->sampler = std::make_unique<Sampler>(params, vocab_size_, seed, std::move(eos));
+  seq->sampler->AddPromptTokens(seq->tokens);
+  if (r->params.detokenize) {
+    seq->detokenizer = std::make_unique<StreamingDetokenizer>(tok);
+    seq->stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
+  }
+  return seq;
+}
+
+void EngineCore::AbortRequest(uint64_t id, Status why) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->done) return;
+  Request* r = it->second.get();
+  r->aborted = true;
+  r->error = std::move(why);
+  for (auto& s : r->seqs) {
+    if (!s->finished()) FinishSequence(s.get(), FinishReason::kAbort);
+  }
+}
+
+Status EngineCore::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host) {
+  const size_t bytes = cache_->spec().block_bytes();
+  for (const auto& [device, host] : plan.device_host) {
+    std::span<uint8_t> host_bytes(cache_->host_block_data(host), bytes);
+    RETURN_IF_ERROR(to_host ? backend_->ReadBlock(device, host_bytes) : backend_->WriteBlock(device, host_bytes));
+  }
+  return OkStatus();
+}
+
+void EngineCore::Step() {
+  const Clock::time_point start = Clock::now();
+  SchedulerOutput out = scheduler_->Schedule();
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    num_unscheduled_ = scheduler_->num_waiting() + static_cast<int>(intake_.size());
+  }
+  stats_.preemptions_total = scheduler_->num_preemptions();
+
+  // Byte movements the schedule implies, in order: device->host copies before anything can
+  // overwrite the released blocks, then host->device, then copy-on-write copies, then key
+  // re-rotation (of the private copies).
+  for (const auto& plan : out.swap_out) CHECK(MoveSwapBlocks(plan, true).ok()) << "swap out failed";
+  for (const auto& plan : out.swap_in) CHECK(MoveSwapBlocks(plan, false).ok()) << "swap in failed";
+  if (!out.block_copies.empty()) CHECK(backend_->CopyBlocks(out.block_copies).ok()) << "block copy failed";
+  for (const KeyShift& shift : out.key_shifts) {
+    CHECK(backend_->ShiftKeys(shift.blocks, shift.delta).ok()) << "key shift failed";
+  }
+
+  if (out.empty()) {
+    // Nothing fits: wait for aborts or new requests rather than spin.
+    std::unique_lock<std::mutex> lock(intake_mu_);
+    intake_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    return;
+  }
+
+  batch_.clear();
+  for (const ScheduledWork& w : out.work) {
+    Sequence* s = w.seq;
+    if (!s->scheduled_once) {
+      s->scheduled_once = true;
+      if (s->choice == 0 && s->num_computed > 0) s->request->usage.cached_prompt_tokens = s->num_computed;
+    }
+    const bool want_logits = s->num_computed + w.num_new_tokens == static_cast<int>(s->tokens.size());
+    batch_.push_back({s->id, std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.num_new_tokens),
+                      s->cache_position(), want_logits});
+  }
+  Status st = runner_->Execute(batch_, logits_);
+  if (!st.ok()) {
+    ++stats_.forward_errors_total;
+    if (++consecutive_failures_ >= kFaultAfterConsecutiveFailures) fault_ = true;
+    LOG_ERROR("forward pass failed for {} sequences: {}", batch_.size(), st.ToString());
+    std::vector<Request*> failed;
+    for (const ScheduledWork& w : out.work) {
+      if (std::find(failed.begin(), failed.end(), w.seq->request) == failed.end()) failed.push_back(w.seq->request);
+    }
+    for (Request* r : failed) FailRequest(r, InternalError("the forward pass failed for this batch"));
+    ReapFinished();
+    PublishStats();
+    return;
+  }
+  consecutive_failures_ = 0;
+
+  int logits_row = 0;
+  for (const ScheduledWork& w : out.work) {
+    Sequence* s = w.seq;
+    const int prompt_part = std::max(0, std::min(s->num_computed + w.num_new_tokens, s->prompt_len) - s->num_computed);
+    stats_.prompt_tokens_total += prompt_part;
+    s->num_computed += w.num_new_tokens;
+    if (!s->window.sliding()) {
+      cache_->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
+    }
+    if (s->num_computed < static_cast<int>(s->tokens.size())) continue;  // prefill continues
+    std::span<float> row(&logits_[static_cast<size_t>(logits_row++) * vocab_size_], vocab_size_);
+    if (s->finished()) continue;  // e.g. aborted while its step ran
+    if (s->request->params.n > 1 && s->choice == 0 && !s->forked_children) ForkChoices(s, row);
+    SampleAndEmit(s, row);
+    if (config_.recompute_every_token && !s->finished()) {
+      cache_->Free(s->id);
+      s->holds_cache = false;
+      s->num_computed = 0;
+    }
+  }
+
+  const Clock::time_point end = Clock::now();
+  stats_.last_step_seconds = Seconds(end - start);
+  stats_.step_duration.Observe(stats_.last_step_seconds);
+  stats_.last_batch_tokens = out.num_batched_tokens;
+  stats_.last_batch_seqs = static_cast<int>(out.work.size());
+  ++stats_.steps;
+  last_progress_ns_ = NowNs();
+  ReapFinished();
+  if (config_.verify_integrity_each_step) {
+    Status integrity = cache_->VerifyIntegrity();
+    CHECK(integrity.ok()) << integrity.ToString();
+  }
+  PublishStats();
+}
+
+void EngineCore::PublishStats() {
+  const Clock::time_point now = Clock::now();
+  throughput_window_.emplace_back(now, stats_.generation_tokens_total);
+  while (throughput_window_.size() > 2 && Seconds(now - throughput_window_.front().first) > kThroughputWindowSeconds) {
+    throughput_window_.pop_front();
+  }
+  const double span = Seconds(now - throughput_window_.front().first);
+  stats_.tokens_per_second =
+      span > 0 ? static_cast<double>(stats_.generation_tokens_total - throughput_window_.front().second) / span : 0;
+  stats_.running = scheduler_->num_running();
+  stats_.waiting = scheduler_->num_waiting();
+  stats_.swapped = scheduler_->num_swapped();
+  stats_.chat_sessions = sessions_->size();
+  stats_.healthy = !fault_;
+  stats_.cache = cache_->stats();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  snapshot_ = stats_;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,116 @@
+// EngineCore: the Engine implementation. One engine thread owns the scheduler, the KV cache
+// manager, the model runner, the samplers and the chat sessions, and loops:
+//
+//   take intake (new requests, aborts) -> Schedule -> move bytes (swaps, key shifts)
+//   -> ModelRunner::Execute -> sample -> publish deltas -> finish/free -> publish stats
+//
+// Only the intake queue (intake_mu_), the stats snapshot (stats_mu_) and RequestStreams are
+// shared with other threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/chat_session_store.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace kvserve {
+
+class EngineCore final : public Engine {
+ public:
+  EngineCore(const EngineConfig& config, std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend);
+  ~EngineCore() override;
+
+  [[nodiscard]] Status Init();
+
+  StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) override;
+  void Abort(uint64_t request_id) override;
+  void DropSession(const std::string& session_id) override;
+  EngineStats GetStats() const override;
+  int Drain(double grace_seconds) override;
+  void Stop() override;
+  bool Healthy() const override;
+  const Model& model() const override { return *model_; }
+  const EngineConfig& config() const override { return config_; }
+
+ private:
+  // ---- engine thread: loop and steps (engine_core.cpp) ----
+  void Loop();
+  // Moves intake into engine state; returns whether anything arrived.
+  bool TakeIntake();
+  void Admit(std::unique_ptr<Request> request);
+  void AbortRequest(uint64_t id, Status why);
+  void Step();
+  [[nodiscard]] Status MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host);
+  void PublishStats();
+  // Destroys requests that finished during this iteration (pointers stay valid until then).
+  void ReapFinished();
+  bool HasWork() const { return requests_.size() > finished_requests_.size(); }
+
+  // ---- engine thread: outputs (engine_output.cpp) ----
+  // Samples the next token of `seq` from `logits` (scratch, modified) and emits it.
+  void SampleAndEmit(Sequence* seq, std::span<float> logits);
+  // n > 1: the other choices start from the parent's prompt cache and sample from the same
+  // logits.
+  void ForkChoices(Sequence* parent, std::span<const float> logits);
+  void FinishSequence(Sequence* seq, FinishReason reason);
+  // Releases the sequence's cache (to its chat session, or back to the pool).
+  void ReleaseSequence(Sequence* seq);
+  void MaybeFinishRequest(Request* request);
+  void FailRequest(Request* request, Status why);
+  std::unique_ptr<Sequence> MakeSequence(Request* request, int choice);
+
+  const EngineConfig config_;
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Backend> backend_;
+  const int vocab_size_;
+  int max_model_len_ = 0;
+
+  // Shared with submitting threads.
+  mutable std::mutex intake_mu_;
+  std::condition_variable intake_cv_;
+  std::vector<std::unique_ptr<Request>> intake_;
+  std::vector<uint64_t> intake_aborts_;
+  std::vector<std::string> intake_session_drops_;
+  std::atomic<uint64_t> next_request_id_{1};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> num_unscheduled_{0};  // requests waiting for admission (intake + waiting)
+  std::atomic<int> num_in_flight_{0};
+  std::atomic<int64_t> last_progress_ns_{0};
+  std::atomic<bool> fault_{false};
+
+  mutable std::mutex stats_mu_;
+  EngineStats snapshot_;
+
+  // Engine thread only.
+  std::unique_ptr<KvCacheManager> cache_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ChatSessionStore> sessions_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::vector<uint64_t> finished_requests_;
+  uint64_t next_arrival_ = 0;
+  SeqId next_seq_id_ = 1;
+  std::vector<float> logits_;     // [max_num_seqs][vocab]
+  std::vector<float> fork_logits_;
+  SamplerScratch scratch_;
+  std::vector<ScheduledSeq> batch_;
+  EngineStats stats_;
+  int consecutive_failures_ = 0;
+  std::deque<std::pair<Clock::time_point, int64_t>> throughput_window_;
+  Clock::time_point last_expiry_{};
+
+  std::thread thread_;
+};
+
+}  // namespace kvserve

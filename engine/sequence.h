@@ -1,0 +1,86 @@
+// Request and Sequence: the engine thread's state for one submitted request and each of its
+// choices. A Sequence is what the scheduler schedules and what owns a KV cache sequence id.
+//
+// Token bookkeeping of a sequence:
+//   tokens        all tokens in order (prompt, then generated), including any that a sliding
+//                 window evicted from the cache;
+//   num_computed  tokens[0, num_computed) have been run through the model;
+//   num_evicted   tokens after the sink blocks that the window removed; the cache position of
+//                 token i (i beyond the evicted run) is i - num_evicted.
+// Engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache_manager.h"
+#include "cache/window_policy.h"
+#include "engine/model/tokenizer.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+
+namespace kvserve {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request;
+
+enum class SeqState { kWaiting, kRunning, kSwapped, kFinished };
+
+struct Sequence {
+  SeqId id = 0;
+  Request* request = nullptr;
+  int choice = 0;
+  SeqState state = SeqState::kWaiting;
+  std::vector<int32_t> tokens;
+  int prompt_len = 0;
+  int num_computed = 0;
+  int num_evicted = 0;
+  int num_generated = 0;
+  bool holds_cache = false;     // the manager knows this id (possibly with 0 blocks)
+  bool forked_children = false; // n > 1: children created after the prompt
+  bool scheduled_once = false;  // for the prefix-hit count of the first schedule
+  bool session_attached = false;  // choice 0 of a session request that holds the session
+  WindowPolicy window;
+
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDetokenizer> detokenizer;
+  std::unique_ptr<StopMatcher> stop;
+  std::optional<FinishReason> finish;
+  std::string matched_stop;
+  Clock::time_point last_token_time{};
+
+  int cache_position() const { return num_computed - num_evicted; }
+  int num_uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }
+  bool finished() const { return finish.has_value(); }
+};
+
+struct Request {
+  uint64_t id = 0;
+  uint64_t arrival = 0;  // submission order, for FCFS
+  GenerationRequest params;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // one per choice
+  Clock::time_point submitted{};
+  std::optional<Clock::time_point> first_token;
+  RequestUsage usage;
+  bool aborted = false;
+  bool done = false;  // stream finished; destroyed at the end of the engine iteration
+  Status error;       // non-OK: the request failed
+
+  int priority() const { return params.priority; }
+  bool all_finished() const {
+    for (const auto& s : seqs) {
+      if (!s->finished()) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace kvserve

@@ -1,0 +1,133 @@
+// Chat sessions: a new turn reuses the stored cache, gives the same tokens as a fresh run,
+// sliding windows keep long sessions going, limits evict least recently used sessions.
+#include <gtest/gtest.h>
+
+#include "tests/unit/engine/engine_test_util.h"
+
+namespace kvserve {
+namespace {
+
+using testing::Greedy;
+using testing::MakeEngine;
+using testing::RunRequest;
+using testing::TestConfig;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_SHARED_FILE("models/stories260K.gguf");
+    model_ = testing::Stories();
+  }
+  std::vector<int32_t> Encode(const std::string& text, bool bos) { return model_->tokenizer().Encode(text, bos); }
+  std::shared_ptr<const Model> model_;
+};
+
+TEST_F(SessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
+  auto engine = MakeEngine(model_, TestConfig());
+  GenerationRequest turn1 = Greedy(Encode("Once upon a time", true), 20);
+  turn1.session_id = "chat-1";
+  testing::RunResult r1 = RunRequest(*engine, turn1);
+  ASSERT_TRUE(r1.status.ok());
+  EXPECT_EQ(r1.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(engine->GetStats().chat_sessions, 1);
+
+  // Turn 2 repeats the history (prompt + answer) and adds a new user line.
+  std::vector<int32_t> history = turn1.prompt_tokens;
+  history.insert(history.end(), r1.choices[0].tokens.begin(), r1.choices[0].tokens.end());
+  std::vector<int32_t> turn2_prompt = history;
+  for (int32_t t : Encode(" Then the dog said hello.", false)) turn2_prompt.push_back(t);
+  GenerationRequest turn2 = Greedy(turn2_prompt, 20);
+  turn2.session_id = "chat-1";
+  testing::RunResult r2 = RunRequest(*engine, turn2);
+  ASSERT_TRUE(r2.status.ok());
+  // The cache held the prompt and all generated tokens but the last (never computed).
+  EXPECT_EQ(r2.usage.cached_prompt_tokens, static_cast<int>(history.size()) - 1);
+
+  // Same tokens as a fresh engine without sessions or prefix cache.
+  EngineConfig fresh = TestConfig();
+  fresh.enable_prefix_caching = false;
+  auto other = MakeEngine(model_, fresh);
+  EXPECT_EQ(RunRequest(*other, Greedy(turn2_prompt, 20)).choices[0].tokens, r2.choices[0].tokens);
+}
+
+TEST_F(SessionTest, DivergingHistoryReusesOnlyTheCommonPrefix) {
+  auto engine = MakeEngine(model_, TestConfig());
+  GenerationRequest turn1 = Greedy(Encode("Once upon a time, there was a big dog named Max", true), 4);
+  turn1.session_id = "s";
+  ASSERT_TRUE(RunRequest(*engine, turn1).status.ok());
+  GenerationRequest edited = Greedy(Encode("Once upon a time, there was a cat", true), 4);
+  edited.session_id = "s";
+  testing::RunResult r = RunRequest(*engine, edited);
+  const auto a = turn1.prompt_tokens, b = edited.prompt_tokens;
+  size_t common = 0;
+  while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+  EXPECT_EQ(r.usage.cached_prompt_tokens, static_cast<int>(common));
+  EXPECT_EQ(RunRequest(*MakeEngine(model_, TestConfig()), Greedy(b, 4)).choices[0].tokens, r.choices[0].tokens);
+}
+
+TEST_F(SessionTest, BusySessionIsRefusedAndOthersContinue) {
+  auto engine = MakeEngine(model_, TestConfig());
+  GenerationRequest long_turn = Greedy(Encode("Once upon a time", true), 1000);
+  long_turn.session_id = "busy";
+  auto first = *engine->Submit(long_turn);
+  std::vector<StreamDelta> d;
+  ASSERT_TRUE(first->Next(&d));
+  GenerationRequest second = Greedy(Encode("Hello", true), 2);
+  second.session_id = "busy";
+  testing::RunResult r = RunRequest(*engine, second);
+  EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
+  engine->Abort(first->id());
+  EXPECT_EQ(testing::Collect(*first).status.code(), StatusCode::kCancelled);
+  // After the abort the session holds what was computed and accepts the next turn.
+  EXPECT_TRUE(RunRequest(*engine, second).status.ok());
+}
+
+TEST_F(SessionTest, SlidingWindowKeepsALongSessionGoing) {
+  EngineConfig config = TestConfig(16);  // 256 positions in the whole pool
+  config.chat_window_tokens = 128;
+  config.chat_sink_tokens = 4;
+  auto engine = MakeEngine(model_, config);
+  // 10x the model's 128-token training window, far beyond the pool.
+  GenerationRequest r = Greedy(Encode("Once upon a time", true), 1280);
+  r.session_id = "long";
+  testing::RunResult out = RunRequest(*engine, r);
+  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  EXPECT_EQ(out.choices[0].tokens.size(), 1280u);
+  const EngineStats stats = engine->GetStats();
+  EXPECT_GT(stats.cache.evicted_blocks[static_cast<int>(EvictionReason::kWindow)], 0);
+  // The window never holds more than 128 positions + one block being filled.
+  EXPECT_LE(stats.cache.used_blocks, 128 / 16 + 1);
+}
+
+TEST_F(SessionTest, SessionLimitsDropTheLeastRecentlyUsed) {
+  EngineConfig config = TestConfig();
+  config.max_sessions = 2;
+  auto engine = MakeEngine(model_, config);
+  for (const char* id : {"a", "b", "c"}) {
+    GenerationRequest r = Greedy(Encode("Once upon a time", true), 4);
+    r.session_id = id;
+    ASSERT_TRUE(RunRequest(*engine, r).status.ok());
+  }
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 2; }));
+  EXPECT_GT(engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)], 0);
+  engine->DropSession("b");
+  engine->DropSession("c");
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 0; }));
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().cache.used_blocks == 0; }));
+}
+
+TEST_F(SessionTest, IdleSessionsGiveUpTheirCacheUnderMemoryPressure) {
+  auto engine = MakeEngine(model_, TestConfig(8));  // 128 positions
+  GenerationRequest s = Greedy(Encode("Once upon a time", true), 60);
+  s.session_id = "idle";
+  ASSERT_TRUE(RunRequest(*engine, s).status.ok());
+  EXPECT_GT(engine->GetStats().cache.used_blocks, 0);
+  // A request that needs the whole pool takes the idle session's blocks.
+  testing::RunResult big = RunRequest(*engine, Greedy(Encode("One day", true), 120));
+  ASSERT_TRUE(big.status.ok()) << big.status.ToString();
+  EXPECT_EQ(big.choices[0].tokens.size(), 120u);
+  EXPECT_GT(engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)], 0);
+}
+
+}  // namespace
+}  // namespace kvserve
