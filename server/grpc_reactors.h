@@ -1,0 +1,107 @@
+// gRPC callback reactors that carry one engine request each: GenerationStreamReactor
+// (server streaming: GenerateStream, ChatStream) and GenerationUnaryReactor (Generate, Chat).
+//
+// Flow: the reactor owns the RequestStream of a submitted request and sets its listener.
+// The listener runs on the engine thread whenever output arrives; it drains the stream and
+// starts the next write (streaming) or, once the request is over, finishes the call. At
+// most one write is in flight; deltas that arrive meanwhile are batched into the next message.
+// A cancelled call (client cancel, deadline, server shutdown past its grace) or a failed
+// write aborts the engine request (Engine::Abort), which frees its KV blocks within a step.
+//
+// Lifetime and threads: gRPC deletes nothing; each reactor deletes itself in OnDone. The
+// listener may still be called by the engine thread after that, so it holds a shared
+// `Link` (mutex + reactor pointer) that OnDone clears. All reactor state is guarded by
+// Link::mu (recursive, so a reaction that gRPC ran inline from StartWrite/Finish on the same
+// thread cannot deadlock); nothing touches the reactor after Finish() is called.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "generation.grpc.pb.h"
+
+namespace kvserve {
+
+// What every request reactor needs to report when it is done.
+struct GrpcCallInfo {
+  Engine* engine = nullptr;
+  std::string id;       // "gen-<engine request id>"
+  std::string method;   // e.g. "GenerateStream"
+  std::string peer;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+// grpc::Status for a kvserve Status (code via server/error_mapping).
+grpc::Status ToGrpcStatus(const Status& status);
+// Logs one line for a finished generation call (id, method, peer, code, usage, duration).
+void LogGrpcCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestUsage* usage);
+
+class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+ public:
+  // Creates the reactor (returned to gRPC by the method handler) and sets the stream's
+  // listener; the first write may be started (queued by gRPC) before this returns.
+  static GenerationStreamReactor* Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct Link {
+    std::recursive_mutex mu;
+    GenerationStreamReactor* reactor = nullptr;
+  };
+
+  GenerationStreamReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream);
+  // REQUIRES: link_->mu held. Writes pending output, or finishes when the request is over.
+  void Pump();
+  // REQUIRES: link_->mu held. The last thing a caller does with `this`.
+  void FinishCall(const grpc::Status& status);
+
+  const GrpcCallInfo info_;
+  const std::shared_ptr<RequestStream> stream_;
+  std::shared_ptr<Link> link_;
+  v1::GenerateStreamResponse message_;  // in flight until OnWriteDone
+  std::vector<StreamDelta> deltas_;
+  bool writing_ = false;
+  bool usage_sent_ = false;
+  bool cancelled_ = false;
+  bool finished_ = false;
+};
+
+class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  // `response` is gRPC's (valid until OnDone).
+  static GenerationUnaryReactor* Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
+                                       v1::GenerateResponse* response);
+
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct Link {
+    std::recursive_mutex mu;
+    GenerationUnaryReactor* reactor = nullptr;
+  };
+
+  GenerationUnaryReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream, v1::GenerateResponse* response);
+  // REQUIRES: link_->mu held. Collects output; finishes when the request is over.
+  void Collect();
+  // REQUIRES: link_->mu held. The last thing a caller does with `this`.
+  void FinishCall(const grpc::Status& status);
+
+  const GrpcCallInfo info_;
+  const std::shared_ptr<RequestStream> stream_;
+  v1::GenerateResponse* const response_;
+  std::shared_ptr<Link> link_;
+  std::vector<StreamDelta> deltas_;
+  bool finished_ = false;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,125 @@
+"""E2E gRPC client for kvserve (run by grpc_test.sh with Debian's python3-grpcio).
+
+Against a running `kvserve serve --api-key KEY`: authentication, health (raw bytes: the
+grpc.health.v1 stubs are not packaged), model info, streaming vs unary greedy output, chat,
+and a stream cancelled mid-way whose KV blocks must be free again (read from /metrics).
+Exits non-zero with a message on the first failed check.
+"""
+import argparse
+import sys
+import time
+import urllib.request
+
+import grpc
+
+from kvserve.v1 import generation_pb2 as pb
+from kvserve.v1 import generation_pb2_grpc as pb_grpc
+
+
+def check(condition, message):
+    if not condition:
+        print("FAIL: " + message)
+        sys.exit(1)
+
+
+def metric(http, series):
+    """The value of `series` (e.g. 'kvserve_kv_cache_blocks{state="used"}') in /metrics."""
+    with urllib.request.urlopen(http + "/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+    return None
+
+
+def wait_for(condition, seconds=15):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--grpc", required=True, help="host:port of kvserve's gRPC server")
+    parser.add_argument("--http", required=True, help="http://host:port of kvserve's HTTP server")
+    parser.add_argument("--key", required=True, help="API key the server was started with")
+    args = parser.parse_args()
+
+    channel = grpc.insecure_channel(args.grpc)
+    grpc.channel_ready_future(channel).result(timeout=30)
+    stub = pb_grpc.GenerationStub(channel)
+    auth = [("authorization", "Bearer " + args.key)]
+
+    # Authentication.
+    try:
+        stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+        check(False, "GetModelInfo without a key succeeded")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"no key: {e.code()}")
+    info = stub.GetModelInfo(pb.GetModelInfoRequest(), metadata=auth, timeout=10)
+    print(f"model {info.model_id}: context {info.context_length}, vocab {info.vocab_size}, "
+          f"kv {info.kv_dtype} x {info.block_size}, backend {info.backend}, template {info.chat_template}")
+
+    # grpc.health.v1.Health/Check with raw protobuf bytes: b"" = HealthCheckRequest{service: ""},
+    # b"\x08\x01" = HealthCheckResponse{status: SERVING}.
+    health = channel.unary_unary("/grpc.health.v1.Health/Check")
+    check(health(b"", timeout=10) == b"\x08\x01", "health is not SERVING")
+
+    # Streaming: text deltas per choice, the finish reason on the last, usage at the end.
+    request = pb.GenerateRequest(
+        prompt="Once upon a time",
+        sampling=pb.SamplingOptions(max_tokens=32, temperature=0, ignore_eos=True))
+    text, tokens, messages, finish, usage = "", [], 0, None, None
+    for message in stub.GenerateStream(request, metadata=auth, timeout=60):
+        for delta in message.choices:
+            text += delta.text
+            tokens += list(delta.token_ids)
+            if delta.finish_reason != pb.FINISH_REASON_UNSPECIFIED:
+                finish = delta.finish_reason
+        if message.HasField("usage"):
+            usage = message.usage
+        messages += 1
+    check(len(tokens) == 32, f"streamed {len(tokens)} tokens, wanted 32")
+    check(messages > 2, f"only {messages} stream messages")
+    check(finish == pb.FINISH_REASON_LENGTH, f"finish reason {finish}")
+    check(usage is not None and usage.completion_tokens == 32, f"usage {usage}")
+    print(f"stream: {messages} messages, {len(tokens)} tokens: {text!r}")
+
+    unary = stub.Generate(request, metadata=auth, timeout=60)
+    check(unary.choices[0].text == text, "unary text differs from the streamed text")
+    check(list(unary.choices[0].token_ids) == tokens, "unary tokens differ from the streamed tokens")
+
+    chat = pb.ChatRequest(messages=[pb.ChatMessage(role="user", content="Tell me a story.")],
+                          sampling=pb.SamplingOptions(max_tokens=16, temperature=0))
+    chat_text = "".join(d.text for m in stub.ChatStream(chat, metadata=auth, timeout=60) for d in m.choices)
+    print(f"chat: {chat_text!r}")
+
+    # Cancel mid-stream: the request is aborted and its KV blocks are free again.
+    aborted_before = metric(args.http, 'kvserve_requests_total{status="aborted"}') or 0
+    long_request = pb.GenerateRequest(
+        prompt="Once upon a time",
+        sampling=pb.SamplingOptions(max_tokens=info.context_length - 64, temperature=0, ignore_eos=True))
+    call = stub.GenerateStream(long_request, metadata=auth, timeout=120)
+    first = next(call)
+    check(len(first.choices) == 1, "the first stream message has no delta")
+    call.cancel()
+    try:
+        for _ in call:
+            pass
+        check(False, "the cancelled stream ended without an error")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.CANCELLED, f"cancelled stream: {e.code()}")
+    used = 'kvserve_kv_cache_blocks{state="used"}'
+    running = 'kvserve_requests{state="running"}'
+    aborted = 'kvserve_requests_total{status="aborted"}'
+    freed = wait_for(lambda: metric(args.http, used) == 0 and metric(args.http, running) == 0
+                     and metric(args.http, aborted) == aborted_before + 1)
+    check(freed, f"after the cancel: used blocks {metric(args.http, used)}, aborted {metric(args.http, aborted)}")
+    print("cancel: request aborted, KV blocks free")
+    print("PASS: gRPC e2e")
+
+
+if __name__ == "__main__":
+    main()

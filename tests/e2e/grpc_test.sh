@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# E2E: a real gRPC client (Debian's python3-grpcio, stubs generated from
+# proto/kvserve/v1/generation.proto at test time) against `kvserve serve --api-key`:
+# auth, health, model info, streaming == unary (greedy), chat, and a stream cancelled
+# mid-way whose KV blocks are free again (read from /metrics). See grpc_client.py.
+#
+# Usage: grpc_test.sh KVSERVE_BINARY PROTO_DIR [MODEL]   (PROTO_DIR: the repo's proto/)
+# Exit:  0 pass, 1 fail, 77 skipped (python3-grpcio, protoc or grpc_python_plugin missing).
+set -euo pipefail
+[[ -n "${E2E_TRACE:-}" ]] && set -x
+
+KVSERVE=${1:?usage: grpc_test.sh KVSERVE_BINARY PROTO_DIR [MODEL]}
+PROTO_DIR=${2:?usage: grpc_test.sh KVSERVE_BINARY PROTO_DIR [MODEL]}
+MODEL=${3:-synthetic:tiny}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=/usr/bin/python3  # Debian's python3-grpcio / python3-protobuf live here (not in pyenv)
+PLUGIN=/usr/bin/grpc_python_plugin
+
+if ! [[ -x "$PY" ]] || ! "$PY" -c 'import grpc, google.protobuf' 2>/dev/null; then
+  echo "SKIP: $PY cannot import grpc (apt-get install python3-grpcio python3-protobuf)"; exit 77
+fi
+if ! command -v protoc >/dev/null || ! [[ -x "$PLUGIN" ]] || ! command -v curl >/dev/null; then
+  echo "SKIP: protoc, $PLUGIN (protobuf-compiler-grpc) or curl missing"; exit 77
+fi
+
+WORK=$(mktemp -d)
+SERVE_PID=""
+cleanup() {
+  local rc=$?
+  [[ -n "$SERVE_PID" ]] && { stop "$SERVE_PID" 10 || true; }
+  if [[ $rc -ne 0 ]]; then echo "--- kvserve stderr (tail)"; tail -n 30 "$WORK/serve.err" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# stop PID SECONDS: SIGTERM, then SIGKILL after SECONDS; returns the exit status (137 when
+# it had to be killed).
+stop() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  local rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  return $rc
+}
+wait_for() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    (( SECONDS < deadline )) || return 1
+    sleep 0.2
+  done
+}
+
+protoc -I "$PROTO_DIR" --python_out="$WORK" --grpc_python_out="$WORK" \
+  --plugin=protoc-gen-grpc_python="$PLUGIN" "$PROTO_DIR/kvserve/v1/generation.proto"
+
+KEY="e2e-$RANDOM$RANDOM"
+"$KVSERVE" serve --model "$MODEL" --host 127.0.0.1 --http-port 0 --grpc-port 0 --api-key "$KEY" \
+  >"$WORK/serve.out" 2>"$WORK/serve.err" &
+SERVE_PID=$!
+ports_known() { grep -sq 'gRPC on ' "$WORK/serve.out" && grep -sq 'HTTP on ' "$WORK/serve.out"; }
+wait_for 120 ports_known || fail "kvserve did not print its ports"
+HTTP=$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/serve.out" | head -n1)
+GRPC=$(grep -o 'gRPC on [^ ]*' "$WORK/serve.out" | head -n1 | cut -d' ' -f3)
+ready() { [[ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$HTTP/ready")" == 200 ]]; }
+wait_for 120 ready || fail "kvserve never became ready"
+
+PYTHONPATH="$WORK" "$PY" "$HERE/grpc_client.py" --grpc "$GRPC" --http "$HTTP" --key "$KEY" || fail "grpc_client.py"
+
+rc=0
+stop "$SERVE_PID" 60 || rc=$?
+SERVE_PID=""
+[[ $rc -eq 0 ]] || fail "kvserve serve did not exit cleanly after SIGTERM (status $rc; 137: killed after 60 s)"
