@@ -4,6 +4,9 @@
 //       Concurrency 1, 4, 16, 64: each client streams 128-token greedy completions of the
 //       BASELINE prompt one after another. Aggregate generated tokens/s, mean step time, mean
 //       tokens per step, mean TTFT.
+//   bench_engine profile [--model SPEC]... [--threads N]
+//       Where a step's time goes at 1 and 16 concurrent streams (scheduling, batch building,
+//       forward by operation, sampling, detokenizing, publishing).
 //   bench_engine tradeoff [--model SPEC]... [--threads N]
 //       KV cache vs no cache (every token recomputes the whole sequence) for prompt lengths
 //       16 ... 4096: time per generated token, total time, speedup.
@@ -28,7 +31,9 @@ constexpr char kPrompt[] = "Once upon a time, there was a little girl named Lily
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const Model> model, EngineConfig config, int threads) {
+std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const Model> model, EngineConfig config, int threads,
+                                   Profiler* profiler = nullptr) {
+  config.profiler = profiler;
   CpuBackendOptions bo;
   bo.limits.max_num_tokens = config.max_num_batched_tokens;
   bo.limits.max_num_seqs = config.max_num_seqs;
@@ -57,6 +62,60 @@ struct RunStats {
   int requests = 0;
 };
 
+// Runs `clients` concurrent clients, each streaming `per_client` 128-token greedy completions.
+struct LoadResult {
+  int64_t tokens = 0;
+  double ttft_sum = 0;
+  int requests = 0;
+  double wall = 0;
+};
+
+LoadResult RunLoad(Engine& engine, const std::vector<int32_t>& prompt, int clients, int per_client) {
+  std::vector<RunStats> stats(clients);
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int c = 0; c < clients; ++c) {
+    workers.emplace_back([&, c] {
+      for (int i = 0; i < per_client; ++i) {
+        GenerationRequest r;
+        r.prompt_tokens = prompt;
+        r.sampling.temperature = 0;
+        r.sampling.max_tokens = 128;
+        r.sampling.ignore_eos = true;
+        auto stream = engine.Submit(r);
+        CHECK(stream.ok()) << stream.status().ToString();
+        std::vector<StreamDelta> deltas;
+        while ((*stream)->Next(&deltas)) deltas.clear();
+        const RequestUsage u = (*stream)->usage();
+        stats[c].tokens += u.completion_tokens;
+        stats[c].ttft_sum += u.time_to_first_token_s;
+        ++stats[c].requests;
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  LoadResult total;
+  total.wall = Seconds(Clock::now() - start);
+  for (const RunStats& s : stats) {
+    total.tokens += s.tokens;
+    total.ttft_sum += s.ttft_sum;
+    total.requests += s.requests;
+  }
+  return total;
+}
+
+void Profile(const std::string& spec, std::shared_ptr<const Model> model, int threads) {
+  const std::vector<int32_t> prompt = model->tokenizer().Encode(kPrompt, true);
+  for (int clients : {1, 16}) {
+    Profiler profiler;
+    auto engine = MakeEngine(model, BaseConfig(*model, 512), threads, &profiler);
+    RunLoad(*engine, prompt, clients, clients == 1 ? 2 : 1);
+    std::printf("\n### %s, %d concurrent stream(s), %d threads\n\n%s", spec.c_str(), clients, threads,
+                profiler.Report().c_str());
+    std::fflush(stdout);
+  }
+}
+
 void Throughput(const std::string& spec, std::shared_ptr<const Model> model, int threads) {
   const std::vector<int32_t> prompt = model->tokenizer().Encode(kPrompt, true);
   std::printf("\n### %s (%d threads)\n\n", spec.c_str(), threads);
@@ -64,37 +123,8 @@ void Throughput(const std::string& spec, std::shared_ptr<const Model> model, int
   std::printf("|---|---|---|---|---|---|\n");
   for (int clients : {1, 4, 16, 64}) {
     auto engine = MakeEngine(model, BaseConfig(*model, 512), threads);
-    const int per_client = std::max(1, 4 / clients);
-    std::vector<RunStats> stats(clients);
-    const Clock::time_point start = Clock::now();
-    std::vector<std::thread> workers;
-    for (int c = 0; c < clients; ++c) {
-      workers.emplace_back([&, c] {
-        for (int i = 0; i < per_client; ++i) {
-          GenerationRequest r;
-          r.prompt_tokens = prompt;
-          r.sampling.temperature = 0;
-          r.sampling.max_tokens = 128;
-          r.sampling.ignore_eos = true;
-          auto stream = engine->Submit(r);
-          CHECK(stream.ok()) << stream.status().ToString();
-          std::vector<StreamDelta> deltas;
-          while ((*stream)->Next(&deltas)) deltas.clear();
-          const RequestUsage u = (*stream)->usage();
-          stats[c].tokens += u.completion_tokens;
-          stats[c].ttft_sum += u.time_to_first_token_s;
-          ++stats[c].requests;
-        }
-      });
-    }
-    for (auto& w : workers) w.join();
-    const double wall = Seconds(Clock::now() - start);
-    RunStats total;
-    for (const RunStats& s : stats) {
-      total.tokens += s.tokens;
-      total.ttft_sum += s.ttft_sum;
-      total.requests += s.requests;
-    }
+    const LoadResult total = RunLoad(*engine, prompt, clients, std::max(1, 4 / clients));
+    const double wall = total.wall;
     const EngineStats es = engine->GetStats();
     const double step_ms = es.step_duration.count ? 1e3 * es.step_duration.sum / es.step_duration.count : 0;
     const double per_step = es.steps ? static_cast<double>(es.prompt_tokens_total + es.generation_tokens_total) / es.steps : 0;
@@ -163,8 +193,9 @@ void Tradeoff(const std::string& spec, std::shared_ptr<const Model> model, int t
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "throughput") != 0 && std::strcmp(argv[1], "tradeoff") != 0)) {
-    std::fprintf(stderr, "usage: bench_engine throughput|tradeoff [--model SPEC]... [--threads N]\n");
+  if (argc < 2 || (std::strcmp(argv[1], "throughput") != 0 && std::strcmp(argv[1], "tradeoff") != 0 &&
+                    std::strcmp(argv[1], "profile") != 0)) {
+    std::fprintf(stderr, "usage: bench_engine throughput|tradeoff|profile [--model SPEC]... [--threads N]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -184,6 +215,8 @@ int Main(int argc, char** argv) {
     std::shared_ptr<const Model> shared(std::move(model).value());
     if (mode == "throughput") {
       Throughput(spec, shared, threads);
+    } else if (mode == "profile") {
+      Profile(spec, shared, threads);
     } else {
       Tradeoff(spec, shared, threads);
     }

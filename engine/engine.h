@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cache/kv_spec.h"
+#include "common/profiler.h"
 #include "common/status.h"
 #include "engine/backend/backend.h"
 #include "engine/model/weights.h"
@@ -46,6 +47,8 @@ struct EngineConfig {
   // token recomputes the whole sequence (the "no KV cache" baseline). Prefix caching must be
   // off and max_num_batched_tokens must hold a whole sequence.
   bool recompute_every_token = false;
+  // Where step time goes (nullable, not owned; must outlive the engine).
+  Profiler* profiler = nullptr;
   bool verify_integrity_each_step = false;  // tests: CHECK the cache after every step
 };
 

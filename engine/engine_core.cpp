@@ -64,7 +64,8 @@ Status EngineCore::Init() {
     max_model_len_ = pool_tokens;
   }
 
-  runner_ = std::make_unique<ModelRunner>(backend_.get(), cache_.get(), vocab_size_);
+  backend_->SetProfiler(config_.profiler);
+  runner_ = std::make_unique<ModelRunner>(backend_.get(), cache_.get(), vocab_size_, config_.profiler);
   ChatSessionConfig sc;
   sc.max_sessions = config_.max_sessions;
   sc.max_per_tenant = config_.max_sessions_per_tenant;
@@ -306,7 +307,9 @@ Status EngineCore::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_
 
 void EngineCore::Step() {
   const Clock::time_point start = Clock::now();
+  Profiler::Scope schedule_scope(config_.profiler, ProfileOp::kSchedule);
   SchedulerOutput out = scheduler_->Schedule();
+  schedule_scope.Stop();
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     num_unscheduled_ = scheduler_->num_waiting() + static_cast<int>(intake_.size());
@@ -391,9 +394,13 @@ void EngineCore::Step() {
     CHECK(integrity.ok()) << integrity.ToString();
   }
   PublishStats();
+  if (config_.profiler) {
+    config_.profiler->CountStep(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  }
 }
 
 void EngineCore::PublishStats() {
+  Profiler::Scope scope(config_.profiler, ProfileOp::kPublish);
   const Clock::time_point now = Clock::now();
   throughput_window_.emplace_back(now, stats_.generation_tokens_total);
   while (throughput_window_.size() > 2 && Seconds(now - throughput_window_.front().first) > kThroughputWindowSeconds) {

@@ -12,7 +12,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   Request* r = seq->request;
+  Profiler::Scope sample_scope(config_.profiler, ProfileOp::kSample);
   const SampledToken sampled = seq->sampler->Sample(logits, scratch_);
+  sample_scope.Stop();
+  Profiler::Scope detok_scope(config_.profiler, ProfileOp::kDetokenize);
   const int32_t id = sampled.id;
   seq->tokens.push_back(id);
   seq->sampler->Accept(id);
@@ -71,7 +74,10 @@ void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
     delta.finish_reason = finish;
     delta.matched_stop = seq->matched_stop;
   }
+  detok_scope.Stop();
+  Profiler::Scope publish_scope(config_.profiler, ProfileOp::kPublish);
   r->stream->Push(std::move(delta));
+  publish_scope.Stop();
   if (finish) FinishSequence(seq, *finish);
 }
 

@@ -4,10 +4,11 @@
 
 namespace kvserve {
 
-ModelRunner::ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size)
-    : backend_(backend), cache_(cache), vocab_size_(vocab_size) {}
+ModelRunner::ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size, Profiler* profiler)
+    : backend_(backend), cache_(cache), vocab_size_(vocab_size), profiler_(profiler) {}
 
 Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits) {
+  Profiler::Scope build_scope(profiler_, ProfileOp::kBatchBuild);
   const int bs = cache_->block_size();
   token_ids_.clear();
   positions_.clear();
@@ -51,6 +52,7 @@ Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float>
   batch_.block_tables = block_tables_;
   batch_.max_blocks_per_seq = max_blocks;
   batch_.logits_indices = logits_indices_;
+  build_scope.Stop();
   return backend_->Forward(batch_, logits);
 }
 

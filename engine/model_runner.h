@@ -28,7 +28,7 @@ struct ScheduledSeq {
 class ModelRunner {
  public:
   // REQUIRES: backend and cache outlive the runner.
-  ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size);
+  ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size, Profiler* profiler = nullptr);
 
   // Runs the step. `logits` receives [number of want_logits seqs][vocab] in schedule order.
   [[nodiscard]] Status Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits);
@@ -40,6 +40,7 @@ class ModelRunner {
   Backend* backend_;
   const KvCacheManager* cache_;
   int vocab_size_;
+  Profiler* profiler_;
   std::vector<int32_t> token_ids_, positions_, query_start_, seq_lens_, block_tables_, logits_indices_;
   std::vector<int64_t> slot_mapping_;
   ForwardBatch batch_;

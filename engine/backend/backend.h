@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cache/kv_spec.h"
+#include "common/profiler.h"
 #include "common/status.h"
 #include "engine/backend/forward_batch.h"
 
@@ -45,9 +46,15 @@ class Backend {
   // re-indexes the kept positions (delta < 0).
   [[nodiscard]] virtual Status ShiftKeys(std::span<const int32_t> blocks, int delta) = 0;
 
+  // Time spent per forward operation goes to `profiler` (nullable; not owned).
+  void SetProfiler(Profiler* profiler) { profiler_ = profiler; }
+
   // Raw block bytes for host offload and tests: copy block `id` out/in (block_bytes bytes).
   [[nodiscard]] virtual Status ReadBlock(int32_t id, std::span<uint8_t> out) const = 0;
   [[nodiscard]] virtual Status WriteBlock(int32_t id, std::span<const uint8_t> in) = 0;
+
+ protected:
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace kvserve

@@ -340,24 +340,39 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
   RETURN_IF_ERROR(ValidateBatch(b, logits.size()));
   const ModelConfig& c = config_;
   const int T = b.num_tokens();
-  Embed(b);
+  const size_t n_act = static_cast<size_t>(T) * c.dim;
+  using Op = ProfileOp;
+  auto timed = [this](Op op, auto&& fn) {
+    Profiler::Scope scope(profiler_, op);
+    fn();
+  };
+  timed(Op::kEmbed, [&] { Embed(b); });
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = model_.weights().layers[l];
-    RmsNorm(x_.data(), L.attn_norm, T, xb_.data());
-    MatMuls({{&L.wq, L.bq, q_.data()}, {&L.wk, L.bk, k_.data()}, {&L.wv, L.bv, v_.data()}}, xb_.data(), T);
-    ApplyRope(b);
-    StoreKv(b, l);
-    Attention(b, l);
-    MatMuls({{&L.wo, nullptr, xb2_.data()}}, att_.data(), T);
-    for (size_t i = 0; i < static_cast<size_t>(T) * c.dim; ++i) x_[i] += xb2_[i];
-    RmsNorm(x_.data(), L.ffn_norm, T, xb_.data());
-    MatMuls({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), T);
-    SwiGlu(T);
-    MatMuls({{&L.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
-    for (size_t i = 0; i < static_cast<size_t>(T) * c.dim; ++i) x_[i] += xb2_[i];
+    timed(Op::kNorm, [&] { RmsNorm(x_.data(), L.attn_norm, T, xb_.data()); });
+    timed(Op::kQkv, [&] {
+      MatMuls({{&L.wq, L.bq, q_.data()}, {&L.wk, L.bk, k_.data()}, {&L.wv, L.bv, v_.data()}}, xb_.data(), T);
+    });
+    timed(Op::kRope, [&] { ApplyRope(b); });
+    timed(Op::kKvWrite, [&] { StoreKv(b, l); });
+    timed(Op::kAttention, [&] { Attention(b, l); });
+    timed(Op::kAttnOut, [&] {
+      MatMuls({{&L.wo, nullptr, xb2_.data()}}, att_.data(), T);
+      for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
+    });
+    timed(Op::kNorm, [&] { RmsNorm(x_.data(), L.ffn_norm, T, xb_.data()); });
+    timed(Op::kGateUp, [&] {
+      MatMuls({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), T);
+    });
+    timed(Op::kSwiGlu, [&] { SwiGlu(T); });
+    timed(Op::kDown, [&] {
+      MatMuls({{&L.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
+      for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
+    });
   }
   const int n = b.num_logits();
   if (n == 0) return OkStatus();
+  Profiler::Scope scope(profiler_, Op::kLogits);
   for (int i = 0; i < n; ++i) {
     std::memcpy(&xb_[static_cast<size_t>(i) * c.dim], &x_[static_cast<size_t>(b.logits_indices[i]) * c.dim],
                 sizeof(float) * c.dim);
