@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs kvserve's dependencies from Debian 12 packages (run as root).
+#   scripts/install-deps.sh          what building and running needs
+#   scripts/install-deps.sh --test   also what the end-to-end and deployment tests use: a real
+#                                    Prometheus (and promtool), Python gRPC/YAML for the clients,
+#                                    curl, and the official OpenAI SDK from the npm registry
+#                                    (when npm is installed; otherwise that one test is skipped)
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y build-essential cmake ninja-build pkg-config \
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+  libboost-dev libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev \
+  libopenblas-openmp-dev libgtest-dev libbenchmark-dev libssl-dev libpcre2-dev
+if [ "${1:-}" = "--test" ]; then
+  apt-get install -y --no-install-recommends prometheus python3-grpcio python3-protobuf python3-yaml curl
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$(dirname "$0")/../tests/e2e" && npm ci --no-audit --no-fund)
+  else
+    echo "install-deps: npm not found; the OpenAI SDK end-to-end test will be skipped" >&2
+  fi
+fi

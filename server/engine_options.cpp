@@ -1,0 +1,154 @@
+// Engine flags: CLI11 bindings, validation, KV pool sizing, engine construction.
+#include "server/engine_options.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
+#include "cache/capacity_planner.h"
+#include "engine/backend/cpu/cpu_backend.h"
+
+namespace kvserve {
+namespace {
+
+const std::vector<std::string> kKvDtypes = {"f32", "f16", "bf16", "int8", "int4"};
+
+bool ParseInt(std::string_view s, int* out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// "0,1,31" (whole layers) or "0:2" (layer 0, kv head 2), comma-separated.
+StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
+  std::vector<KvSpecConfig::Keep> keep;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    KvSpecConfig::Keep k;
+    const size_t colon = item.find(':');
+    const bool ok = ParseInt(item.substr(0, colon), &k.layer) &&
+                    (colon == std::string_view::npos || ParseInt(item.substr(colon + 1), &k.head));
+    if (!ok) {
+      return InvalidArgumentError(fmt::format("--kv-keep: '{}' is not <layer> or <layer>:<head>", item));
+    }
+    keep.push_back(k);
+  }
+  return keep;
+}
+
+}  // namespace
+
+void AddEngineOptions(CLI::App* app, EngineFlags* f) {
+  app->add_option("-m,--model", f->model,
+                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape) built in memory");
+  app->add_option("-t,--threads", f->threads, "CPU threads for the forward pass (0 = all cores)")
+      ->check(CLI::Range(0, 1024));
+  app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
+  app->add_option("--kv-keep", f->kv_keep,
+                  "Layered precision: layers (or layer:head pairs) kept at --kv-keep-dtype, e.g. 0,1,31");
+  app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
+      ->check(CLI::IsMember(kKvDtypes));
+  app->add_option("--block-size", f->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  app->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV pool size, e.g. 2GiB (default: the smaller of 1 GiB and max-num-seqs x max-model-len)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->check(CLI::Range(1, 4096));
+  app->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                  "Tokens per engine step (prompts are prefilled in chunks of this size)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--max-model-len", f->max_model_len, "Longest sequence, prompt + completion (0 = the model's)")
+      ->check(CLI::Range(0, 1 << 24));
+  app->add_option("--max-queued-requests", f->max_queued_requests,
+                  "Requests waiting for a slot beyond which new ones get 429 / RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_flag("--enable-prefix-caching,!--no-prefix-caching", f->prefix_caching,
+                "Reuse the KV blocks of shared prompt prefixes");
+  app->add_option("--host-offload-memory", f->host_offload_memory,
+                  "Host-memory KV tier for swapped and idle sessions, e.g. 4GiB (0 = off)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--chat-window", f->chat_window,
+                  "Sliding window (tokens) of server-side chat sessions (0 = sessions end at max-model-len)")
+      ->check(CLI::Range(0, 1 << 24));
+  app->add_option("--chat-sinks", f->chat_sinks, "Sink tokens a windowed session keeps at its start")
+      ->check(CLI::Range(0, 1 << 16));
+  app->add_option("--session-ttl", f->session_ttl, "Seconds an idle chat session is kept")
+      ->check(CLI::Range(0.0, 1e9));
+  app->add_option("--max-sessions", f->max_sessions, "Chat sessions kept in all")->check(CLI::Range(1, 1 << 24));
+  app->add_option("--max-sessions-per-key", f->max_sessions_per_key, "Chat sessions kept per API key")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_option("--preempt", f->preempt, "When the pool is full: recompute a preempted sequence, or swap it "
+                                           "to the host tier")
+      ->check(CLI::IsMember({"recompute", "swap"}));
+}
+
+StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
+  const ModelConfig& mc = model.config();
+  EnginePlan plan;
+  EngineConfig& c = plan.config;
+  c.max_num_seqs = f.max_num_seqs;
+  c.max_num_batched_tokens = f.max_num_batched_tokens;
+  c.max_queued_requests = f.max_queued_requests;
+  c.preempt_by_swap = f.preempt == "swap";
+  c.enable_prefix_caching = f.prefix_caching;
+  c.chat_window_tokens = f.chat_window;
+  c.chat_sink_tokens = f.chat_sinks;
+  c.session_ttl_seconds = f.session_ttl;
+  c.max_sessions = f.max_sessions;
+  c.max_sessions_per_tenant = f.max_sessions_per_key;
+  c.kv.num_layers = mc.num_layers;
+  c.kv.num_kv_heads = mc.num_kv_heads;
+  c.kv.head_dim = mc.head_dim;
+  c.kv.block_size = f.block_size;
+  c.kv.dtype = *ParseKvDtype(f.kv_dtype);  // checked by the option's validator
+  c.kv.keep_dtype = *ParseKvDtype(f.kv_keep_dtype);
+  ASSIGN_OR_RETURN(c.kv.keep, ParseKvKeep(f.kv_keep));
+  StatusOr<KvSpec> spec = KvSpec::Create(c.kv);
+  if (!spec.ok()) return InvalidArgumentError("KV cache: " + spec.status().message());
+  if (c.preempt_by_swap && f.host_offload_memory == 0) {
+    return InvalidArgumentError("--preempt swap needs a host tier: set --host-offload-memory");
+  }
+  if (f.chat_window > 0 && f.chat_sinks >= f.chat_window) {
+    return InvalidArgumentError("--chat-sinks must be smaller than --chat-window");
+  }
+
+  int max_len = f.max_model_len > 0 ? f.max_model_len : mc.context_length;
+  plan.block_bytes = spec->block_bytes();
+  uint64_t memory = f.kv_cache_memory;
+  if (memory == 0) {
+    const uint64_t wanted = static_cast<uint64_t>(spec->bytes_for_tokens(max_len)) * static_cast<uint64_t>(f.max_num_seqs);
+    memory = std::min(kDefaultKvCacheMemory, wanted);
+  }
+  const uint64_t blocks = static_cast<uint64_t>(
+      std::min<int64_t>(NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(memory, INT64_MAX))), 1 << 30));
+  if (blocks < 2) {
+    return InvalidArgumentError(fmt::format("--kv-cache-memory {} bytes holds fewer than 2 blocks of {} bytes",
+                                            memory, plan.block_bytes));
+  }
+  c.num_blocks = static_cast<int>(blocks);
+  max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * f.block_size));
+  c.max_model_len = max_len;
+  c.num_host_blocks = static_cast<int>(std::min<int64_t>(
+      NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(f.host_offload_memory, INT64_MAX))), 1 << 30));
+  plan.kv_bytes = blocks * plan.block_bytes;
+  plan.kv_description = spec->Describe();
+  plan.num_threads = f.threads;
+  return plan;
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateEngine(const EnginePlan& plan, std::shared_ptr<const Model> model) {
+  const EngineConfig& c = plan.config;
+  CpuBackendOptions backend;
+  backend.num_threads = plan.num_threads;
+  backend.limits.max_num_tokens = c.max_num_batched_tokens;
+  backend.limits.max_num_seqs = c.max_num_seqs;
+  backend.limits.max_logits = c.max_num_seqs;
+  auto cpu = std::make_unique<CpuBackend>(*model, backend);
+  return Engine::Create(c, std::move(model), std::move(cpu));
+}
+
+}  // namespace kvserve

@@ -1,0 +1,69 @@
+// Engine and KV-cache flags shared by the commands that build an Engine (serve; generate and
+// bench later): binding them to a CLI11 app, and turning them plus a loaded model into an
+// EngineConfig, a CPU backend and a running Engine.
+//
+// KV pool sizing: --kv-cache-memory bytes, or by default the smaller of 1 GiB and enough for
+// max-num-seqs sequences of max-model-len tokens. The effective max-model-len is the flag
+// (default: the model's context length) capped at what the pool holds, so every admitted
+// sequence fits. --host-offload-memory sizes the host tier in the same block size.
+//
+// Main thread only (flag parsing and start-up).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kvserve {
+
+struct EngineFlags {
+  std::string model = "synthetic:150m";
+  int threads = 0;                    // 0: all cores
+  std::string kv_dtype = "f16";
+  std::string kv_keep;                // layered precision, e.g. "0,1,31" or "0:2,5" (layer[:head])
+  std::string kv_keep_dtype = "f16";
+  int block_size = 16;
+  uint64_t kv_cache_memory = 0;       // bytes; 0: see above
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 512;
+  int max_model_len = 0;              // 0: the model's context length
+  int max_queued_requests = 1024;
+  bool prefix_caching = true;
+  uint64_t host_offload_memory = 0;   // bytes; 0: no host tier
+  int chat_window = 0;                // tokens; 0: sessions are not windowed
+  int chat_sinks = 4;
+  double session_ttl = 600;
+  int max_sessions = 256;
+  int max_sessions_per_key = 64;
+  std::string preempt = "recompute";  // or "swap" (needs --host-offload-memory)
+};
+
+inline constexpr uint64_t kDefaultKvCacheMemory = uint64_t{1} << 30;
+
+// Adds --model and the engine/cache flags to `app`, bound to *flags (which must outlive it).
+void AddEngineOptions(CLI::App* app, EngineFlags* flags);
+
+// What PlanEngine decided, for the start-up log.
+struct EnginePlan {
+  EngineConfig config;
+  int num_threads = 0;
+  size_t block_bytes = 0;
+  uint64_t kv_bytes = 0;
+  std::string kv_description;  // KvSpec::Describe()
+};
+
+// Validates the flags against `model` and sizes the KV pool. INVALID_ARGUMENT names the flag.
+[[nodiscard]] StatusOr<EnginePlan> PlanEngine(const EngineFlags& flags, const Model& model);
+
+// PlanEngine + CpuBackend + Engine::Create.
+[[nodiscard]] StatusOr<std::unique_ptr<Engine>> CreateEngine(const EnginePlan& plan,
+                                                             std::shared_ptr<const Model> model);
+
+}  // namespace kvserve

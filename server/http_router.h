@@ -1,0 +1,86 @@
+// HttpRouter: the HTTP API without the sockets. Maps one complete request to a reply, or to a
+// GenerationJob whose output the connection streams:
+//
+//   POST /v1/completions, POST /v1/chat/completions   OpenAI API (job)
+//   GET  /v1/models, GET /v1/models/{id}              the served model
+//   GET  /health                                      liveness: 200 while the process runs
+//   GET  /ready                                       200 only when ctx.Ready(); else 503
+//   GET  /metrics                                     Prometheus text (SerializeMetrics)
+//   POST /tokenize, POST /detokenize                  {"tokens","count"} / {"prompt"}
+//
+// Order of checks: unknown path 404, API key 401 (/health, /ready, /metrics are open unless
+// protect_observability), wrong method 405, loading or draining 503 (everything except the
+// three observability routes), then the route. Errors are OpenAI error bodies with the
+// status from server/error_mapping.
+//
+// Tenancy: with API keys, a request's tenant is its key's identity (server/auth.h); it owns
+// its chat sessions (per-key session limits) and is mixed into the prefix-cache salt
+// ("<tenant>/<cache_salt>"), so tenants never share cached prefixes.
+//
+// Thread-safe: Handle is called concurrently from the I/O threads.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "engine/model/chat_template.h"
+#include "server/auth.h"
+#include "server/http_generation.h"
+#include "server/http_types.h"
+#include "server/openai_codec.h"
+#include "server/server_context.h"
+
+namespace kvserve {
+
+class HttpRouter {
+ public:
+  explicit HttpRouter(ServerContext* ctx);
+
+  struct Result {
+    std::string route;                   // route name for logs ("/v1/completions", "unknown")
+    std::string id;                      // response id for generation requests
+    std::optional<HttpReply> reply;      // a complete reply ...
+    std::unique_ptr<GenerationJob> job;  // ... or a generation to stream or wait for
+    bool quiet = false;                  // observability routes: logged at debug level
+  };
+  [[nodiscard]] Result Handle(const HttpRequestInfo& request);
+
+  // The maximum sequence length requests are held to.
+  int max_model_len() const;
+
+ private:
+  Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);
+  // Turns prompts or messages into token ids (one vector per engine request) and echo text.
+  bool Tokenize(const OpenAiRequest& q, std::vector<std::vector<int32_t>>* prompts,
+                std::vector<std::string>* echo, ApiError* error);
+  const ChatTemplate& chat_template();
+  std::string NextId(ApiKind kind);
+
+  ServerContext* ctx_;
+  ApiKeyAuth auth_;
+  const int64_t created_;  // unix seconds at start, for /v1/models and responses
+  std::atomic<uint64_t> next_id_{1};
+  const uint64_t id_nonce_;
+  std::once_flag template_once_;
+  std::optional<ChatTemplate> template_;
+};
+
+// One log line per finished HTTP request: id, method, route, status, client, duration; for
+// generation requests also prompt/completion/cached tokens and time to first token.
+struct RequestRecord {
+  std::string id;
+  std::string method;
+  std::string route;
+  std::string remote;
+  int status = 0;
+  double duration_s = 0;
+  bool quiet = false;
+  const GenerationJob* job = nullptr;  // usage comes from here when set
+  bool client_gone = false;            // the client disconnected or stopped reading
+};
+void LogRequest(const RequestRecord& record);
+
+}  // namespace kvserve

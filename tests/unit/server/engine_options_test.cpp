@@ -1,0 +1,92 @@
+// Engine flags -> EngineConfig: KV pool sizing, max model length, layered precision, errors.
+#include "server/engine_options.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/engine/engine_test_util.h"
+
+namespace kvserve {
+namespace {
+
+class EngineOptionsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = testing::Stories(); }
+  static void TearDownTestSuite() { model_.reset(); }
+  static std::shared_ptr<const Model> model_;
+};
+std::shared_ptr<const Model> EngineOptionsTest::model_;
+
+TEST_F(EngineOptionsTest, DefaultPoolHoldsMaxNumSeqsFullSequences) {
+  EngineFlags f;
+  f.max_num_seqs = 4;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // stories260K: context 2048 = 128 blocks of 16 per sequence.
+  EXPECT_EQ(plan->config.num_blocks, 4 * 128);
+  EXPECT_EQ(plan->config.max_model_len, 2048);
+  EXPECT_EQ(plan->kv_bytes, static_cast<uint64_t>(plan->config.num_blocks) * plan->block_bytes);
+  EXPECT_EQ(plan->config.max_num_seqs, 4);
+  EXPECT_TRUE(plan->config.enable_prefix_caching);
+}
+
+TEST_F(EngineOptionsTest, MemoryFlagSizesThePoolAndCapsTheLength) {
+  EngineFlags f;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  const size_t block = plan->block_bytes;
+  f.kv_cache_memory = block * 10 + block / 2;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->config.num_blocks, 10);
+  EXPECT_EQ(plan->config.max_model_len, 160);  // a sequence never outgrows the pool
+
+  f.kv_cache_memory = block;  // one block is not a pool
+  EXPECT_EQ(PlanEngine(f, *model_).status().code(), StatusCode::kInvalidArgument);
+}
+
+EngineFlags Int8Keeping(std::string keep) {
+  EngineFlags f;
+  f.kv_dtype = "int8";
+  f.kv_keep = std::move(keep);
+  return f;
+}
+
+TEST_F(EngineOptionsTest, KvKeepAndFlagErrors) {
+  StatusOr<EnginePlan> plan = PlanEngine(Int8Keeping("0,4:1"), *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->config.kv.keep.size(), 2u);
+  EXPECT_EQ(plan->config.kv.keep[0].layer, 0);
+  EXPECT_EQ(plan->config.kv.keep[0].head, -1);
+  EXPECT_EQ(plan->config.kv.keep[1].layer, 4);
+  EXPECT_EQ(plan->config.kv.keep[1].head, 1);
+
+  EXPECT_EQ(PlanEngine(Int8Keeping("x"), *model_).status().code(), StatusCode::kInvalidArgument);
+  // stories260K has 5 layers.
+  EXPECT_EQ(PlanEngine(Int8Keeping("9"), *model_).status().code(), StatusCode::kInvalidArgument);
+
+  EngineFlags swap;
+  swap.preempt = "swap";
+  EXPECT_EQ(PlanEngine(swap, *model_).status().code(), StatusCode::kInvalidArgument);
+  swap.host_offload_memory = 1 << 20;
+  plan = PlanEngine(swap, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->config.preempt_by_swap);
+  EXPECT_GT(plan->config.num_host_blocks, 0);
+}
+
+TEST_F(EngineOptionsTest, CreateEngineServes) {
+  EngineFlags f;
+  f.max_num_seqs = 2;
+  f.threads = 1;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(*plan, model_);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  testing::RunResult r = testing::RunRequest(**engine, testing::Greedy({1, 400}, 4));
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.choices[0].tokens.size(), 4u);
+  (*engine)->Stop();
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,182 @@
+// OpenAI request decoding: every prompt shape, messages, parameter types, errors naming the
+// field.
+#include "server/openai_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace kvserve {
+namespace {
+
+OpenAiRequest ParseOk(const std::string& body, ApiKind kind = ApiKind::kCompletion) {
+  OpenAiRequest q;
+  ApiError e;
+  EXPECT_TRUE(ParseOpenAiRequest(body, kind, &q, &e)) << e.status.ToString();
+  return q;
+}
+
+ApiError ParseError(const std::string& body, ApiKind kind = ApiKind::kCompletion) {
+  OpenAiRequest q;
+  ApiError e;
+  EXPECT_FALSE(ParseOpenAiRequest(body, kind, &q, &e)) << body;
+  EXPECT_EQ(e.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.HttpStatus(), 400);
+  return e;
+}
+
+TEST(OpenAiCodecTest, StringPromptAndSampling) {
+  OpenAiRequest q = ParseOk(R"({"model":"m","prompt":"Once","max_tokens":7,"temperature":0,"top_p":0.5,
+      "top_k":40,"min_p":0.1,"n":2,"stop":"x","seed":-3,"presence_penalty":1,"frequency_penalty":-1,
+      "repetition_penalty":1.1,"ignore_eos":true,"user":"u","stream":true,
+      "stream_options":{"include_usage":true},"session_id":"s","cache_salt":"c","priority":-2,"unknown":[1]})");
+  EXPECT_EQ(q.model, "m");
+  ASSERT_EQ(q.prompts.size(), 1u);
+  EXPECT_FALSE(q.prompts[0].is_tokens);
+  EXPECT_EQ(q.prompts[0].text, "Once");
+  EXPECT_EQ(q.max_tokens, 7);
+  EXPECT_EQ(q.sampling.temperature, 0.0f);
+  EXPECT_EQ(q.sampling.top_p, 0.5f);
+  EXPECT_EQ(q.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(q.sampling.min_p, 0.1f);
+  EXPECT_EQ(q.n, 2);
+  EXPECT_EQ(q.sampling.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(q.sampling.seed, static_cast<uint64_t>(-3));
+  EXPECT_EQ(q.sampling.presence_penalty, 1.0f);
+  EXPECT_EQ(q.sampling.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(q.sampling.repetition_penalty, 1.1f);
+  EXPECT_TRUE(q.sampling.ignore_eos);
+  EXPECT_TRUE(q.stream);
+  EXPECT_TRUE(q.include_usage);
+  EXPECT_EQ(q.session_id, "s");
+  EXPECT_EQ(q.cache_salt, "c");
+  EXPECT_EQ(q.priority, -2);
+  EXPECT_EQ(q.user, "u");
+  EXPECT_EQ(q.sampling.logprobs, -1);
+  EXPECT_FALSE(q.logprobs);
+}
+
+TEST(OpenAiCodecTest, PromptShapes) {
+  OpenAiRequest tokens = ParseOk(R"({"model":"m","prompt":[1,2,3]})");
+  ASSERT_EQ(tokens.prompts.size(), 1u);
+  EXPECT_TRUE(tokens.prompts[0].is_tokens);
+  EXPECT_EQ(tokens.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+
+  OpenAiRequest strings = ParseOk(R"({"model":"m","prompt":["a","b"]})");
+  ASSERT_EQ(strings.prompts.size(), 2u);
+  EXPECT_EQ(strings.prompts[1].text, "b");
+
+  OpenAiRequest batch = ParseOk(R"({"model":"m","prompt":[[1],[2,3]]})");
+  ASSERT_EQ(batch.prompts.size(), 2u);
+  EXPECT_EQ(batch.prompts[1].tokens, (std::vector<int32_t>{2, 3}));
+
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":[]})").param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":5})").param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":[1,"a"]})").param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":[1.5]})").param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":[99999999999]})").param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model":"m"})").param, "prompt");
+}
+
+TEST(OpenAiCodecTest, WrongTypesNameTheField) {
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","temperature":"hot"})").param, "temperature");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","max_tokens":"7"})").param, "max_tokens");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","max_tokens":7.5})").param, "max_tokens");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","max_tokens":-1})").param, "max_tokens");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","n":0})").param, "n");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","stream":"yes"})").param, "stream");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","stop":[1]})").param, "stop");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logit_bias":{"abc":1}})").param, "logit_bias");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logit_bias":{"5":"1"}})").param, "logit_bias");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","stream_options":{"include_usage":1}})").param,
+            "stream_options.include_usage");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logprobs":true})").param, "logprobs");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logprobs":21})").param, "logprobs");
+  EXPECT_EQ(ParseError(R"({"model":7,"prompt":"x"})").param, "model");
+  EXPECT_EQ(ParseError(R"({"prompt":"x"})").param, "model");
+  EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","session_id":1})").param, "session_id");
+}
+
+TEST(OpenAiCodecTest, NullMeansAbsent) {
+  OpenAiRequest q = ParseOk(R"({"model":"m","prompt":"x","max_tokens":null,"stop":null,"temperature":null,
+      "logprobs":null,"stream_options":null})");
+  EXPECT_FALSE(q.max_tokens.has_value());
+  EXPECT_TRUE(q.sampling.stop.empty());
+  EXPECT_EQ(q.sampling.temperature, 1.0f);
+  EXPECT_FALSE(q.logprobs);
+}
+
+TEST(OpenAiCodecTest, LogitBiasLogprobsStopArray) {
+  OpenAiRequest q = ParseOk(R"({"model":"m","prompt":"x","logit_bias":{"5":-100,"7":2.5},"logprobs":3,
+      "stop":["a","b"],"echo":true,"stop_token_ids":[4],"min_tokens":2})");
+  ASSERT_EQ(q.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(q.sampling.logit_bias[0], (std::pair<int32_t, float>{5, -100.0f}));
+  EXPECT_EQ(q.sampling.logit_bias[1], (std::pair<int32_t, float>{7, 2.5f}));
+  EXPECT_TRUE(q.logprobs);
+  EXPECT_EQ(q.sampling.logprobs, 3);
+  EXPECT_EQ(q.sampling.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(q.echo);
+  EXPECT_EQ(q.sampling.stop_token_ids, std::vector<int32_t>{4});
+  EXPECT_EQ(q.sampling.min_tokens, 2);
+}
+
+TEST(OpenAiCodecTest, ChatMessages) {
+  OpenAiRequest q = ParseOk(R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]},
+      {"role":"assistant","content":null}],"max_completion_tokens":5,"max_tokens":9,"logprobs":true,
+      "top_logprobs":2})", ApiKind::kChat);
+  ASSERT_EQ(q.messages.size(), 3u);
+  EXPECT_EQ(q.messages[0].role, "system");
+  EXPECT_EQ(q.messages[1].content, "hi there");
+  EXPECT_EQ(q.messages[2].content, "");
+  EXPECT_EQ(q.max_tokens, 5);  // max_completion_tokens wins
+  EXPECT_TRUE(q.logprobs);
+  EXPECT_EQ(q.sampling.logprobs, 2);
+
+  OpenAiRequest plain = ParseOk(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})",
+                                ApiKind::kChat);
+  EXPECT_EQ(plain.sampling.logprobs, 0);
+
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":"hi"})", ApiKind::kChat).param, "messages");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[]})", ApiKind::kChat).param, "messages");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"tool","content":"x"}]})", ApiKind::kChat).param,
+            "messages[0].role");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+                       ApiKind::kChat).param,
+            "messages[0].content[0].type");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"user","content":3}]})", ApiKind::kChat).param,
+            "messages[0].content");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":2})",
+                       ApiKind::kChat).param,
+            "logprobs");
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})",
+                       ApiKind::kChat).param,
+            "top_logprobs");
+}
+
+TEST(OpenAiCodecTest, BodyNotJsonObject) {
+  EXPECT_EQ(ParseError("{not json").param, "");
+  EXPECT_EQ(ParseError("[1,2]").param, "");
+}
+
+TEST(OpenAiCodecTest, TokenizeAndDetokenize) {
+  TokenizeRequest t;
+  ApiError e;
+  ASSERT_TRUE(ParseTokenizeRequest(R"({"text":"hello","add_special_tokens":false})", &t, &e));
+  EXPECT_EQ(t.text, "hello");
+  EXPECT_FALSE(t.add_special_tokens);
+  t = TokenizeRequest();
+  ASSERT_TRUE(ParseTokenizeRequest(R"({"prompt":"p"})", &t, &e));
+  EXPECT_EQ(t.text, "p");
+  EXPECT_TRUE(t.add_special_tokens);
+  EXPECT_FALSE(ParseTokenizeRequest(R"({"prompt":1})", &t, &e));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_FALSE(ParseTokenizeRequest(R"({})", &t, &e));
+
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(ParseDetokenizeRequest(R"({"tokens":[1,2]})", &tokens, &e));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":"12"})", &tokens, &e));
+  EXPECT_EQ(e.param, "tokens");
+}
+
+}  // namespace
+}  // namespace kvserve
