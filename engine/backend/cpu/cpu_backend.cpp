@@ -38,6 +38,14 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
   up_.resize(T * c.ffn_dim);
   xlog_.resize(static_cast<size_t>(options.limits.max_logits) * c.dim);
 
+  packed_layers_.reserve(c.num_layers);
+  for (const LayerWeights& L : model.weights().layers) {
+    packed_layers_.push_back({cpu::PackedMatrix(L.wq), cpu::PackedMatrix(L.wk), cpu::PackedMatrix(L.wv),
+                              cpu::PackedMatrix(L.wo), cpu::PackedMatrix(L.w_gate), cpu::PackedMatrix(L.w_up),
+                              cpu::PackedMatrix(L.w_down)});
+  }
+  packed_output_ = cpu::PackedMatrix(model.weights().output);
+
   const int half = c.rope_dim / 2;
   CHECK_LE(c.rope_dim, 256) << "rope dimension above 256 is not supported";
   rope_inv_freq_.resize(half);
@@ -154,40 +162,41 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int rows, float* o
 
 void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, int num_tokens) {
   int64_t work = 0;
-  int64_t total_rows = 0;
+  int64_t total_panels = 0;
   for (const MatMulJob& j : jobs) {
-    work += j.w->rows * j.w->cols * num_tokens;
-    total_rows += j.w->rows;
+    work += j.w->rows() * j.w->cols() * num_tokens;
+    total_panels += j.w->num_panels();
   }
   const bool parallel = num_threads_ > 1 && work >= kParallelWork;
-  // Chunks of rows (multiples of 16) so every thread gets several and the tail is short.
-  int64_t chunk = parallel ? total_rows / (num_threads_ * 8) : total_rows;
-  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+  // Chunks of panels (multiples of 4) so every thread gets several and the tail is short.
+  int64_t chunk = parallel ? total_panels / (num_threads_ * 4) : total_panels;
+  chunk = std::max<int64_t>(4, (chunk + 3) / 4 * 4);
   int64_t num_chunks = 0;
-  for (const MatMulJob& j : jobs) num_chunks += (j.w->rows + chunk - 1) / chunk;
+  for (const MatMulJob& j : jobs) num_chunks += (j.w->num_panels() + chunk - 1) / chunk;
 
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int64_t c = 0; c < num_chunks; ++c) {
     int64_t local = c;
     for (const MatMulJob& j : jobs) {
-      const int64_t n = (j.w->rows + chunk - 1) / chunk;
+      const int64_t n = (j.w->num_panels() + chunk - 1) / chunk;
       if (local >= n) {
         local -= n;
         continue;
       }
-      const int64_t r0 = local * chunk;
-      const int64_t r1 = std::min(j.w->rows, r0 + chunk);
+      const int64_t p0 = local * chunk;
+      const int64_t p1 = std::min(j.w->num_panels(), p0 + chunk);
       cpu::MatMulArgs args;
       args.w = j.w;
       args.x = x;
-      args.ldx = j.w->cols;
+      args.ldx = j.w->cols();
       args.num_tokens = num_tokens;
       args.y = j.y;
-      args.ldy = j.w->rows;
-      kernels_->matmul[cpu::WeightKind(j.w->type)](args, r0, r1);
+      args.ldy = j.w->rows();
+      kernels_->matmul[cpu::WeightKind(j.w->type())](args, p0, p1);
       if (j.bias != nullptr) {
+        const int64_t r1 = std::min(j.w->rows(), p1 * cpu::kPanelRows);
         for (int t = 0; t < num_tokens; ++t) {
-          for (int64_t r = r0; r < r1; ++r) j.y[t * j.w->rows + r] += j.bias[r];
+          for (int64_t r = p0 * cpu::kPanelRows; r < r1; ++r) j.y[t * j.w->rows() + r] += j.bias[r];
         }
       }
       break;
@@ -349,24 +358,25 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
   timed(Op::kEmbed, [&] { Embed(b); });
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = model_.weights().layers[l];
+    const PackedLayer& P = packed_layers_[l];
     timed(Op::kNorm, [&] { RmsNorm(x_.data(), L.attn_norm, T, xb_.data()); });
     timed(Op::kQkv, [&] {
-      MatMuls({{&L.wq, L.bq, q_.data()}, {&L.wk, L.bk, k_.data()}, {&L.wv, L.bv, v_.data()}}, xb_.data(), T);
+      MatMuls({{&P.wq, L.bq, q_.data()}, {&P.wk, L.bk, k_.data()}, {&P.wv, L.bv, v_.data()}}, xb_.data(), T);
     });
     timed(Op::kRope, [&] { ApplyRope(b); });
     timed(Op::kKvWrite, [&] { StoreKv(b, l); });
     timed(Op::kAttention, [&] { Attention(b, l); });
     timed(Op::kAttnOut, [&] {
-      MatMuls({{&L.wo, nullptr, xb2_.data()}}, att_.data(), T);
+      MatMuls({{&P.wo, nullptr, xb2_.data()}}, att_.data(), T);
       for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
     });
     timed(Op::kNorm, [&] { RmsNorm(x_.data(), L.ffn_norm, T, xb_.data()); });
     timed(Op::kGateUp, [&] {
-      MatMuls({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), T);
+      MatMuls({{&P.w_gate, nullptr, gate_.data()}, {&P.w_up, nullptr, up_.data()}}, xb_.data(), T);
     });
     timed(Op::kSwiGlu, [&] { SwiGlu(T); });
     timed(Op::kDown, [&] {
-      MatMuls({{&L.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
+      MatMuls({{&P.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
       for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
     });
   }
@@ -378,7 +388,7 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
                 sizeof(float) * c.dim);
   }
   RmsNorm(xb_.data(), model_.weights().output_norm, n, xlog_.data());
-  MatMuls({{&model_.weights().output, nullptr, logits.data()}}, xlog_.data(), n);
+  MatMuls({{&packed_output_, nullptr, logits.data()}}, xlog_.data(), n);
   return OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // CpuBackend: the Llama forward pass on the CPU over a paged KV cache in host memory.
 //
+// The model's matrices are repacked once into the kernels' panel layout (see kernels.h).
 // Scratch buffers are sized once from BackendLimits; Forward allocates nothing. Matrix
 // products and attention are parallelised with OpenMP over the configured thread count;
 // small steps (the tiny models) run on the calling thread, where a parallel region would
@@ -50,7 +51,7 @@ class CpuBackend final : public Backend {
   // y[T][rows] = x[T][cols] * W^T for up to three matrices sharing one input, in one
   // parallel region.
   struct MatMulJob {
-    const WeightMatrix* w;
+    const cpu::PackedMatrix* w;
     const float* bias;
     float* y;
   };
@@ -65,6 +66,14 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   const cpu::KernelTable* kernels_;
   int num_threads_ = 1;
+
+  // The model's matrices re-laid out in panels for the kernels (the embedding table is read
+  // row by row from the model).
+  struct PackedLayer {
+    cpu::PackedMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+  std::vector<PackedLayer> packed_layers_;
+  cpu::PackedMatrix packed_output_;
 
   // KV cache.
   std::unique_ptr<KvSpec> spec_;

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/kernels.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "common/log.h"
@@ -29,6 +30,39 @@ const KernelTable& ChooseKernels() {
 }
 
 }  // namespace
+
+PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows), cols_(w.cols) {
+  CHECK(WeightKind(w.type) >= 0) << "cannot pack " << GgmlTypeName(w.type);
+  num_panels_ = (rows_ + kPanelRows - 1) / kPanelRows;
+  const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : w.type == GgmlType::kQ8_0 ? 1 : 2;
+  if (w.type == GgmlType::kQ8_0) {
+    panel_bytes_ = static_cast<size_t>(cols_ / 32) * (kPanelRows * 2 + 32 * kPanelRows);
+  } else {
+    panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
+  }
+  panel_bytes_ = (panel_bytes_ + 63) / 64 * 64;
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
+  CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
+  std::memset(data_.get(), 0, nbytes());
+  for (int64_t r = 0; r < rows_; ++r) {
+    uint8_t* panel = data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_;
+    const int lane = static_cast<int>(r % kPanelRows);
+    const uint8_t* row = w.row(r);
+    if (w.type == GgmlType::kQ8_0) {
+      const BlockQ8_0* blocks = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int64_t b = 0; b < cols_ / 32; ++b) {
+        uint8_t* dst = panel + static_cast<size_t>(b) * (kPanelRows * 2 + 32 * kPanelRows);
+        std::memcpy(dst + lane * 2, &blocks[b].d, 2);
+        for (int k = 0; k < 32; ++k) dst[kPanelRows * 2 + k * kPanelRows + lane] = static_cast<uint8_t>(blocks[b].qs[k]);
+      }
+    } else {
+      for (int64_t k = 0; k < cols_; ++k) {
+        std::memcpy(panel + (static_cast<size_t>(k) * kPanelRows + lane) * value_bytes, row + k * value_bytes,
+                    value_bytes);
+      }
+    }
+  }
+}
 
 int WeightKind(GgmlType type) {
   switch (type) {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string_view>
 
 #include "cache/kv_spec.h"
@@ -14,17 +16,50 @@
 
 namespace kvserve::cpu {
 
+// A weight matrix re-laid out for the kernels: rows in panels of kPanelRows, each panel
+// k-major ([cols][kPanelRows] values), so one vector load gives column k of 16 rows and a
+// product needs no horizontal sums. Q8_0 panels hold, per 32-column block, the 16 rows' f16
+// scales then [32][16] int8 values. Rows past `rows` in the last panel are zero.
+inline constexpr int kPanelRows = 16;
+
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  // Packs F32, F16, BF16 or Q8_0 rows (CHECK-fails on other types).
+  explicit PackedMatrix(const WeightMatrix& w);
+
+  GgmlType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t num_panels() const { return num_panels_; }
+  size_t nbytes() const { return static_cast<size_t>(num_panels_) * panel_bytes_; }
+  const uint8_t* panel(int64_t p) const { return data_.get() + static_cast<size_t>(p) * panel_bytes_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  GgmlType type_ = GgmlType::kF32;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  int64_t num_panels_ = 0;
+  size_t panel_bytes_ = 0;
+  std::unique_ptr<uint8_t, Free> data_;
+};
+
 // y[t * ldy + r] = dot(x[t * ldx + 0 .. cols), row r of w), for t < num_tokens.
 struct MatMulArgs {
-  const WeightMatrix* w = nullptr;
+  const PackedMatrix* w = nullptr;
   const float* x = nullptr;
   int64_t ldx = 0;
   int num_tokens = 0;
   float* y = nullptr;
   int64_t ldy = 0;
 };
-// Computes rows [row_begin, row_end) of y.
-using MatMulRangeFn = void (*)(const MatMulArgs& args, int64_t row_begin, int64_t row_end);
+// Computes the rows of panels [panel_begin, panel_end) of y. Each output accumulates over the
+// columns in order with the same operations whatever the number of tokens, so a token's
+// result never depends on the other tokens of the step.
+using MatMulRangeFn = void (*)(const MatMulArgs& args, int64_t panel_begin, int64_t panel_end);
 
 // One KV segment's rows (see kv_spec.h): `data` = [n][row bytes], `scales` = [n][groups].
 struct KvRows {

@@ -12,7 +12,9 @@ namespace avx2 {
 struct Isa {
   using V = __m256;
   static constexpr int L = 8;
-  static constexpr int kRowTile = 2;
+  static constexpr int kTokenTile = 2;
+  static constexpr int kPanelTile = 1;
+  static constexpr int kPanelTileDecode = 2;
   static V Zero() { return _mm256_setzero_ps(); }
   static V Set1(float x) { return _mm256_set1_ps(x); }
   static V Load(const float* p) { return _mm256_loadu_ps(p); }

@@ -12,7 +12,9 @@ namespace avx512 {
 struct Isa {
   using V = __m512;
   static constexpr int L = 16;
-  static constexpr int kRowTile = 4;
+  static constexpr int kTokenTile = 4;
+  static constexpr int kPanelTile = 2;
+  static constexpr int kPanelTileDecode = 4;
   static V Zero() { return _mm512_setzero_ps(); }
   static V Set1(float x) { return _mm512_set1_ps(x); }
   static V Load(const float* p) { return _mm512_loadu_ps(p); }

@@ -11,7 +11,9 @@ namespace generic {
 struct Isa {
   using V = float;
   static constexpr int L = 1;
-  static constexpr int kRowTile = 4;
+  static constexpr int kTokenTile = 1;
+  static constexpr int kPanelTile = 1;
+  static constexpr int kPanelTileDecode = 1;
   static V Zero() { return 0.0f; }
   static V Set1(float x) { return x; }
   static V Load(const float* p) { return *p; }

@@ -3,7 +3,7 @@
 //
 //   using V;                      // a vector of L floats
 //   static constexpr int L;       // lanes (1, 8 or 16)
-//   static constexpr int kRowTile;// weight rows per register tile
+//   static constexpr int kTokenTile, kPanelTile, kPanelTileDecode;  // register tile shapes
 //   V Zero(); V Set1(float); V Load(const float*); void Store(float*, V);
 //   V LoadF16(const uint16_t*); V LoadBf16(const uint16_t*); V LoadI8(const int8_t*);
 //   V LoadU4Lo(const uint8_t*), LoadU4Hi(const uint8_t*);  // (nibble - 8) of L bytes
@@ -15,7 +15,7 @@
 using V = Isa::V;
 constexpr int L = Isa::L;
 
-// ---- Weight rows: chunk loaders by GGUF type --------------------------------------------
+// ---- Float rows (KV cache rows): chunk loaders ----------------------------------------
 
 struct RowF32 {
   static V Load(const uint8_t* row, int64_t k) { return Isa::Load(reinterpret_cast<const float*>(row) + k); }
@@ -44,18 +44,8 @@ struct RowBf16 {
   }
 };
 
-// Q8_0 rows are whole 32-value blocks, so there is never a tail (32 % L == 0).
-struct RowQ8 {
-  static V Load(const uint8_t* row, int64_t k) {
-    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + k / 32;
-    return Isa::Mul(Isa::LoadI8(b->qs + k % 32), Isa::Set1(Isa::F16(b->d)));
-  }
-  static V LoadTail(const uint8_t* row, int64_t k, int n) { return Load(row, k); }
-};
-
-static_assert(32 % L == 0, "Q8_0 blocks must split into whole vectors");
-
-// ---- Matrix products ------------------------------------------------------------------
+static_assert(kPanelRows % L == 0, "a panel column splits into whole vectors");
+constexpr int kVecs = kPanelRows / L;  // vectors per panel column
 
 inline V LoadXTail(const float* x, int n) {
   alignas(64) float buf[L] = {};
@@ -63,57 +53,151 @@ inline V LoadXTail(const float* x, int n) {
   return Isa::Load(buf);
 }
 
-// RT tokens x RN weight rows, accumulated in registers over the whole row.
-template <class W, int RT, int RN>
-inline void MatMulTile(const MatMulArgs& a, int t0, int64_t r0) {
-  const int64_t K = a.w->cols;
-  const uint8_t* rows[RN];
-  for (int n = 0; n < RN; ++n) rows[n] = a.w->row(r0 + n);
+// ---- Matrix products over packed panels ---------------------------------------------------
+
+// Column k, vector v of a float-typed panel.
+struct PanelF32 {
+  static V Load(const uint8_t* panel, int64_t k, int v) {
+    return Isa::Load(reinterpret_cast<const float*>(panel) + k * kPanelRows + v * L);
+  }
+};
+struct PanelF16 {
+  static V Load(const uint8_t* panel, int64_t k, int v) {
+    return Isa::LoadF16(reinterpret_cast<const uint16_t*>(panel) + k * kPanelRows + v * L);
+  }
+};
+struct PanelBf16 {
+  static V Load(const uint8_t* panel, int64_t k, int v) {
+    return Isa::LoadBf16(reinterpret_cast<const uint16_t*>(panel) + k * kPanelRows + v * L);
+  }
+};
+
+// Writes acc (rows of panel p, vector v) for token t, dropping rows past the matrix.
+inline void StorePanelRows(const MatMulArgs& a, int t, int64_t p, int v, V acc) {
+  const int64_t r0 = p * kPanelRows + v * L;
+  float* y = a.y + t * a.ldy + r0;
+  if (r0 + L <= a.w->rows()) {
+    Isa::Store(y, acc);
+    return;
+  }
+  alignas(64) float buf[L];
+  Isa::Store(buf, acc);
+  for (int i = 0; r0 + i < a.w->rows() && i < L; ++i) y[i] = buf[i];
+}
+
+// RT tokens x RP panels of F32/F16/BF16 weights: acc += w[k] * x[k] for k in order.
+template <class P, int RT, int RP>
+inline void FloatPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
+  const int64_t K = a.w->cols();
+  const uint8_t* panels[RP];
+  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
   const float* xs[RT];
   for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
-  V acc[RT][RN];
+  V acc[RT][RP][kVecs];
   for (int t = 0; t < RT; ++t)
-    for (int n = 0; n < RN; ++n) acc[t][n] = Isa::Zero();
-  const int64_t full = K / L * L;
-  for (int64_t k = 0; k < full; k += L) {
-    V wv[RN];
-    for (int n = 0; n < RN; ++n) wv[n] = W::Load(rows[n], k);
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  for (int64_t k = 0; k < K; ++k) {
+    V w[RP][kVecs];
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) w[p][v] = P::Load(panels[p], k, v);
     for (int t = 0; t < RT; ++t) {
-      const V xv = Isa::Load(xs[t] + k);
-      for (int n = 0; n < RN; ++n) acc[t][n] = Isa::Fma(wv[n], xv, acc[t][n]);
-    }
-  }
-  if (full < K) {
-    const int rest = static_cast<int>(K - full);
-    V wv[RN];
-    for (int n = 0; n < RN; ++n) wv[n] = W::LoadTail(rows[n], full, rest);
-    for (int t = 0; t < RT; ++t) {
-      const V xv = LoadXTail(xs[t] + full, rest);
-      for (int n = 0; n < RN; ++n) acc[t][n] = Isa::Fma(wv[n], xv, acc[t][n]);
+      const V xb = Isa::Set1(xs[t][k]);
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Fma(w[p][v], xb, acc[t][p][v]);
     }
   }
   for (int t = 0; t < RT; ++t)
-    for (int n = 0; n < RN; ++n) a.y[(t0 + t) * a.ldy + r0 + n] = Isa::Reduce(acc[t][n]);
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
 }
 
-template <class W, int RT>
-inline void MatMulRows(const MatMulArgs& a, int t0, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + Isa::kRowTile <= r1; r += Isa::kRowTile) MatMulTile<W, RT, Isa::kRowTile>(a, t0, r);
-  for (; r < r1; ++r) MatMulTile<W, RT, 1>(a, t0, r);
+// Q8_0 panels: per 32-column block, sum = sum_k q[k] * x[k] in order, then acc += sum * d.
+template <int RT, int RP>
+inline void Q8PanelTile(const MatMulArgs& a, int t0, int64_t p0) {
+  constexpr size_t kBlockBytes = kPanelRows * 2 + 32 * kPanelRows;
+  const int64_t blocks = a.w->cols() / 32;
+  const uint8_t* panels[RP];
+  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+  const float* xs[RT];
+  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
+  V acc[RT][RP][kVecs];
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  for (int64_t b = 0; b < blocks; ++b) {
+    V sum[RT][RP][kVecs];
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Zero();
+    for (int k = 0; k < 32; ++k) {
+      V w[RP][kVecs];
+      for (int p = 0; p < RP; ++p) {
+        const int8_t* q =
+            reinterpret_cast<const int8_t*>(panels[p] + b * kBlockBytes + kPanelRows * 2) + k * kPanelRows;
+        for (int v = 0; v < kVecs; ++v) w[p][v] = Isa::LoadI8(q + v * L);
+      }
+      for (int t = 0; t < RT; ++t) {
+        const V xb = Isa::Set1(xs[t][b * 32 + k]);
+        for (int p = 0; p < RP; ++p)
+          for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Fma(w[p][v], xb, sum[t][p][v]);
+      }
+    }
+    for (int p = 0; p < RP; ++p) {
+      const uint16_t* d = reinterpret_cast<const uint16_t*>(panels[p] + b * kBlockBytes);
+      for (int v = 0; v < kVecs; ++v) {
+        const V scale = Isa::LoadF16(d + v * L);
+        for (int t = 0; t < RT; ++t) acc[t][p][v] = Isa::Fma(sum[t][p][v], scale, acc[t][p][v]);
+      }
+    }
+  }
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
 }
 
-template <class W>
-void MatMulRange(const MatMulArgs& a, int64_t r0, int64_t r1) {
-  constexpr int kTokenTile = 4;
+template <class P>
+struct FloatKernel {
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { FloatPanelTile<P, RT, RP>(a, t0, p0); }
+};
+struct Q8Kernel {
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { Q8PanelTile<RT, RP>(a, t0, p0); }
+};
+
+// Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
+// them, so a step reads its weights from memory once.
+template <class Kn, int RP>
+inline void TokenTiles(const MatMulArgs& a, int64_t p0) {
+  constexpr int kT = Isa::kTokenTile;
   int t = 0;
-  for (; t + kTokenTile <= a.num_tokens; t += kTokenTile) MatMulRows<W, kTokenTile>(a, t, r0, r1);
-  switch (a.num_tokens - t) {
-    case 3: MatMulRows<W, 3>(a, t, r0, r1); break;
-    case 2: MatMulRows<W, 2>(a, t, r0, r1); break;
-    case 1: MatMulRows<W, 1>(a, t, r0, r1); break;
-    default: break;
+  for (; t + kT <= a.num_tokens; t += kT) Kn::template Tile<kT, RP>(a, t, p0);
+  const int rest = a.num_tokens - t;
+  if constexpr (kT > 3) {
+    if (rest == 3) Kn::template Tile<3, RP>(a, t, p0);
   }
+  if constexpr (kT > 2) {
+    if (rest == 2) Kn::template Tile<2, RP>(a, t, p0);
+  }
+  if constexpr (kT > 1) {
+    if (rest == 1) Kn::template Tile<1, RP>(a, t, p0);
+  }
+}
+
+template <class Kn>
+void MatMulPanels(const MatMulArgs& a, int64_t p_begin, int64_t p_end) {
+  // One token reads each weight once (memory bound): more panels at once keep more loads in
+  // flight. Several tokens reuse each loaded column (compute bound): fewer panels, more tokens.
+  constexpr int RP = Isa::kPanelTile;
+  constexpr int RPD = Isa::kPanelTileDecode;
+  int64_t p = p_begin;
+  if (a.num_tokens == 1) {
+    for (; p + RPD <= p_end; p += RPD) Kn::template Tile<1, RPD>(a, 0, p);
+  } else {
+    for (; p + RP <= p_end; p += RP) TokenTiles<Kn, RP>(a, p);
+  }
+  for (; p < p_end; ++p) TokenTiles<Kn, 1>(a, p);
 }
 
 // ---- KV rows: dot products and weighted sums --------------------------------------------
@@ -259,10 +343,10 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
 inline KernelTable MakeTable(std::string_view isa) {
   KernelTable t{};
   t.isa = isa;
-  t.matmul[0] = &MatMulRange<RowF32>;
-  t.matmul[1] = &MatMulRange<RowF16>;
-  t.matmul[2] = &MatMulRange<RowBf16>;
-  t.matmul[3] = &MatMulRange<RowQ8>;
+  t.matmul[0] = &MatMulPanels<FloatKernel<PanelF32>>;
+  t.matmul[1] = &MatMulPanels<FloatKernel<PanelF16>>;
+  t.matmul[2] = &MatMulPanels<FloatKernel<PanelBf16>>;
+  t.matmul[3] = &MatMulPanels<Q8Kernel>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

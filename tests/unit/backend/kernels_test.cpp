@@ -66,17 +66,19 @@ class KernelsTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   const KernelTable* table = KernelsFor(GetParam());
   ASSERT_NE(table, nullptr);
-  // Row lengths with and without tails; token counts covering every tile remainder.
+  // Odd row lengths; row counts that fill panels, leave a partial last panel, or span
+  // several panel tiles; token counts covering every tile remainder.
   for (int64_t cols : {32, 64, 96, 172, 1024}) {
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
       if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
-      const int64_t rows = 13;
+      const int64_t rows = cols == 1024 ? 77 : 13;
       EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
       for (int tokens : {1, 2, 3, 4, 5, 9}) {
         const std::vector<float> x = Random(static_cast<size_t>(tokens) * cols, 2);
         std::vector<float> y(static_cast<size_t>(tokens) * rows, -1.0f);
-        MatMulArgs a{&m.w, x.data(), cols, tokens, y.data(), rows};
-        table->matmul[WeightKind(type)](a, 0, rows);
+        const PackedMatrix packed(m.w);
+        MatMulArgs a{&packed, x.data(), cols, tokens, y.data(), rows};
+        table->matmul[WeightKind(type)](a, 0, packed.num_panels());
         const std::vector<double> ref = ReferenceMatMul(m.w, x, tokens);
         for (size_t i = 0; i < y.size(); ++i) {
           // f32 accumulation over `cols` terms of magnitude ~1.
@@ -92,15 +94,19 @@ TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
   // A token's result must not depend on which other tokens share the step (isolation and
   // greedy determinism under continuous batching).
   const KernelTable* table = KernelsFor(GetParam());
-  const int64_t rows = 8, cols = 160;
-  EncodedMatrix m = Encode(GgmlType::kF16, Random(rows * cols, 3), rows, cols);
-  const std::vector<float> x = Random(7 * cols, 4);
-  std::vector<float> all(7 * rows);
-  table->matmul[1](MatMulArgs{&m.w, x.data(), cols, 7, all.data(), rows}, 0, rows);
-  for (int t = 0; t < 7; ++t) {
-    std::vector<float> one(rows);
-    table->matmul[1](MatMulArgs{&m.w, x.data() + t * cols, cols, 1, one.data(), rows}, 0, rows);
-    for (int r = 0; r < rows; ++r) ASSERT_EQ(one[r], all[t * rows + r]);
+  const int64_t rows = 70, cols = 160;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+    EncodedMatrix m = Encode(type, Random(rows * cols, 3), rows, cols);
+    const PackedMatrix packed(m.w);
+    const std::vector<float> x = Random(7 * cols, 4);
+    std::vector<float> all(7 * rows);
+    table->matmul[WeightKind(type)](MatMulArgs{&packed, x.data(), cols, 7, all.data(), rows}, 0, packed.num_panels());
+    for (int t = 0; t < 7; ++t) {
+      std::vector<float> one(rows);
+      table->matmul[WeightKind(type)](MatMulArgs{&packed, x.data() + t * cols, cols, 1, one.data(), rows}, 0,
+                                      packed.num_panels());
+      for (int r = 0; r < rows; ++r) ASSERT_EQ(one[r], all[t * rows + r]) << GgmlTypeName(type);
+    }
   }
 }
 
