@@ -18,6 +18,7 @@ constexpr int kMaxChoices = 16;
 constexpr int kFaultAfterConsecutiveFailures = 3;
 constexpr double kStallSeconds = 30.0;
 constexpr double kThroughputWindowSeconds = 5.0;
+constexpr auto kCacheStatsInterval = std::chrono::milliseconds(10);
 
 }  // namespace
 
@@ -85,7 +86,7 @@ Status EngineCore::Init() {
   logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
   fork_logits_.resize(vocab_size_);
   last_progress_ns_ = NowNs();
-  PublishStats();
+  PublishStats(/*full=*/true);
   thread_ = std::thread([this] { Loop(); });
   return OkStatus();
 }
@@ -171,6 +172,23 @@ void EngineCore::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+Status EngineCore::VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) {
+  auto check = std::make_shared<std::promise<IntegrityResult>>();
+  std::future<IntegrityResult> result = check->get_future();
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    if (stop_) return UnavailableError("the engine is stopped");
+    intake_integrity_checks_.push_back(std::move(check));
+  }
+  intake_cv_.notify_one();
+  if (result.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
+    return UnavailableError("the engine thread did not run the integrity check in time");
+  }
+  IntegrityResult r = result.get();
+  if (stats != nullptr) *stats = r.second;
+  return r.first;
+}
+
 bool EngineCore::Healthy() const {
   if (fault_) return false;
   const double idle = static_cast<double>(NowNs() - last_progress_ns_.load()) / 1e9;
@@ -188,10 +206,11 @@ void EngineCore::Loop() {
       last_expiry_ = now;
     }
     if (!HasWork()) {
-      PublishStats();
+      PublishStats(/*full=*/true);
       std::unique_lock<std::mutex> lock(intake_mu_);
       intake_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-        return stop_ || !intake_.empty() || !intake_aborts_.empty() || !intake_session_drops_.empty();
+        return stop_ || !intake_.empty() || !intake_aborts_.empty() || !intake_session_drops_.empty() ||
+               !intake_integrity_checks_.empty();
       });
       last_progress_ns_ = NowNs();
       continue;
@@ -204,7 +223,7 @@ void EngineCore::Loop() {
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id, UnavailableError("the engine stopped"));
   ReapFinished();
-  PublishStats();
+  PublishStats(/*full=*/true);
 }
 
 void EngineCore::ReapFinished() {
@@ -216,16 +235,19 @@ bool EngineCore::TakeIntake() {
   std::vector<std::unique_ptr<Request>> incoming;
   std::vector<uint64_t> aborts;
   std::vector<std::string> drops;
+  std::vector<std::shared_ptr<std::promise<IntegrityResult>>> checks;
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     incoming.swap(intake_);
     aborts.swap(intake_aborts_);
     drops.swap(intake_session_drops_);
+    checks.swap(intake_integrity_checks_);
   }
   for (auto& r : incoming) Admit(std::move(r));
   for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
   for (const std::string& id : drops) sessions_->Drop(id);
   ReapFinished();
+  for (auto& check : checks) check->set_value({cache_->VerifyIntegrity(), cache_->stats()});
   return !incoming.empty() || !aborts.empty() || !drops.empty();
 }
 
@@ -344,7 +366,10 @@ void EngineCore::Step() {
     batch_.push_back({s->id, std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.num_new_tokens),
                       s->cache_position(), want_logits});
   }
-  Status st = runner_->Execute(batch_, logits_);
+  const int64_t forward_index = stats_.steps + stats_.forward_errors_total;
+  Status st = config_.fail_forward_for_test && config_.fail_forward_for_test(forward_index)
+                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook)", forward_index))
+                  : runner_->Execute(batch_, logits_);
   if (!st.ok()) {
     ++stats_.forward_errors_total;
     if (++consecutive_failures_ >= kFaultAfterConsecutiveFailures) fault_ = true;
@@ -399,7 +424,7 @@ void EngineCore::Step() {
   }
 }
 
-void EngineCore::PublishStats() {
+void EngineCore::PublishStats(bool full) {
   Profiler::Scope scope(config_.profiler, ProfileOp::kPublish);
   const Clock::time_point now = Clock::now();
   throughput_window_.emplace_back(now, stats_.generation_tokens_total);
@@ -414,7 +439,10 @@ void EngineCore::PublishStats() {
   stats_.swapped = scheduler_->num_swapped();
   stats_.chat_sessions = sessions_->size();
   stats_.healthy = !fault_;
-  stats_.cache = cache_->stats();
+  if (full || now - last_cache_stats_ >= kCacheStatsInterval) {
+    stats_.cache = cache_->stats();
+    last_cache_stats_ = now;
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   snapshot_ = stats_;
 }

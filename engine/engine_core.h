@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,7 @@ class EngineCore final : public Engine {
   int Drain(double grace_seconds) override;
   void Stop() override;
   bool Healthy() const override;
+  Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) override;
   const Model& model() const override { return *model_; }
   const EngineConfig& config() const override { return config_; }
 
@@ -51,7 +53,9 @@ class EngineCore final : public Engine {
   void AbortRequest(uint64_t id, Status why);
   void Step();
   [[nodiscard]] Status MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host);
-  void PublishStats();
+  // Copies stats to the shared snapshot. The cache's block census walks the whole pool, so it
+  // is refreshed at most every kCacheStatsInterval unless `full` (idle engine, end of run).
+  void PublishStats(bool full = false);
   // Destroys requests that finished during this iteration (pointers stay valid until then).
   void ReapFinished();
   bool HasWork() const { return requests_.size() > finished_requests_.size(); }
@@ -81,6 +85,8 @@ class EngineCore final : public Engine {
   std::vector<std::unique_ptr<Request>> intake_;
   std::vector<uint64_t> intake_aborts_;
   std::vector<std::string> intake_session_drops_;
+  using IntegrityResult = std::pair<Status, KvCacheStats>;
+  std::vector<std::shared_ptr<std::promise<IntegrityResult>>> intake_integrity_checks_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
@@ -109,6 +115,7 @@ class EngineCore final : public Engine {
   int consecutive_failures_ = 0;
   std::deque<std::pair<Clock::time_point, int64_t>> throughput_window_;
   Clock::time_point last_expiry_{};
+  Clock::time_point last_cache_stats_{};
 
   std::thread thread_;
 };

@@ -47,6 +47,32 @@ struct Isa {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Partial vectors through a zero-padded copy.
+  static V LoadN(const float* p, int n) {
+    alignas(64) float buf[L] = {};
+    std::memcpy(buf, p, sizeof(float) * n);
+    return Load(buf);
+  }
+  static V LoadF16N(const uint16_t* p, int n) {
+    alignas(64) uint16_t buf[L] = {};
+    std::memcpy(buf, p, sizeof(uint16_t) * n);
+    return LoadF16(buf);
+  }
+  static V LoadBf16N(const uint16_t* p, int n) {
+    alignas(64) uint16_t buf[L] = {};
+    std::memcpy(buf, p, sizeof(uint16_t) * n);
+    return LoadBf16(buf);
+  }
+  static V LoadI8N(const int8_t* p, int n) {
+    alignas(64) int8_t buf[L] = {};
+    std::memcpy(buf, p, n);
+    return LoadI8(buf);
+  }
+  static void StoreN(float* p, V v, int n) {
+    alignas(64) float buf[L];
+    Store(buf, v);
+    std::memcpy(p, buf, sizeof(float) * n);
+  }
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
 };
 

@@ -42,6 +42,18 @@ struct Isa {
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static float Reduce(V v) { return _mm512_reduce_add_ps(v); }
+  // Partial vectors with masked loads and stores.
+  static __mmask16 Mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+  static V LoadN(const float* p, int n) { return _mm512_maskz_loadu_ps(Mask(n), p); }
+  static V LoadF16N(const uint16_t* p, int n) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(Mask(n), p)); }
+  static V LoadBf16N(const uint16_t* p, int n) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(Mask(n), p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static V LoadI8N(const int8_t* p, int n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(Mask(n), p)));
+  }
+  static void StoreN(float* p, V v, int n) { _mm512_mask_storeu_ps(p, Mask(n), v); }
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
 };
 

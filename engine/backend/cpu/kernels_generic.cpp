@@ -26,6 +26,32 @@ struct Isa {
   static V Fma(V a, V b, V c) { return a * b + c; }
   static V Mul(V a, V b) { return a * b; }
   static float Reduce(V v) { return v; }
+  // Partial vectors through a zero-padded copy.
+  static V LoadN(const float* p, int n) {
+    alignas(64) float buf[L] = {};
+    std::memcpy(buf, p, sizeof(float) * n);
+    return Load(buf);
+  }
+  static V LoadF16N(const uint16_t* p, int n) {
+    alignas(64) uint16_t buf[L] = {};
+    std::memcpy(buf, p, sizeof(uint16_t) * n);
+    return LoadF16(buf);
+  }
+  static V LoadBf16N(const uint16_t* p, int n) {
+    alignas(64) uint16_t buf[L] = {};
+    std::memcpy(buf, p, sizeof(uint16_t) * n);
+    return LoadBf16(buf);
+  }
+  static V LoadI8N(const int8_t* p, int n) {
+    alignas(64) int8_t buf[L] = {};
+    std::memcpy(buf, p, n);
+    return LoadI8(buf);
+  }
+  static void StoreN(float* p, V v, int n) {
+    alignas(64) float buf[L];
+    Store(buf, v);
+    std::memcpy(p, buf, sizeof(float) * n);
+  }
   static float F16(uint16_t h) { return F16ToF32(h); }
 };
 

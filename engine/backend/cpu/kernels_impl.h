@@ -8,8 +8,10 @@
 //   V LoadF16(const uint16_t*); V LoadBf16(const uint16_t*); V LoadI8(const int8_t*);
 //   V LoadU4Lo(const uint8_t*), LoadU4Hi(const uint8_t*);  // (nibble - 8) of L bytes
 //   V Fma(V a, V b, V c) /* a*b + c */; V Mul(V, V); float Reduce(V); float F16(uint16_t);
+//   V LoadN/LoadF16N/LoadBf16N/LoadI8N(p, n), void StoreN(p, V, n)  // first n < L lanes, rest 0
 //
-// Tails shorter than L go through a zero-padded copy, so every function handles any length.
+// Tails shorter than L use the partial loads, so every function handles any length (head
+// dims below L, e.g. 8, are common in small models).
 // (No include guard on purpose.)
 
 using V = Isa::V;
@@ -20,38 +22,28 @@ constexpr int L = Isa::L;
 struct RowF32 {
   static V Load(const uint8_t* row, int64_t k) { return Isa::Load(reinterpret_cast<const float*>(row) + k); }
   static V LoadTail(const uint8_t* row, int64_t k, int n) {
-    alignas(64) float buf[L] = {};
-    std::memcpy(buf, reinterpret_cast<const float*>(row) + k, sizeof(float) * n);
-    return Isa::Load(buf);
+    return Isa::LoadN(reinterpret_cast<const float*>(row) + k, n);
   }
 };
 
 struct RowF16 {
   static V Load(const uint8_t* row, int64_t k) { return Isa::LoadF16(reinterpret_cast<const uint16_t*>(row) + k); }
   static V LoadTail(const uint8_t* row, int64_t k, int n) {
-    alignas(64) uint16_t buf[L] = {};
-    std::memcpy(buf, reinterpret_cast<const uint16_t*>(row) + k, sizeof(uint16_t) * n);
-    return Isa::LoadF16(buf);
+    return Isa::LoadF16N(reinterpret_cast<const uint16_t*>(row) + k, n);
   }
 };
 
 struct RowBf16 {
   static V Load(const uint8_t* row, int64_t k) { return Isa::LoadBf16(reinterpret_cast<const uint16_t*>(row) + k); }
   static V LoadTail(const uint8_t* row, int64_t k, int n) {
-    alignas(64) uint16_t buf[L] = {};
-    std::memcpy(buf, reinterpret_cast<const uint16_t*>(row) + k, sizeof(uint16_t) * n);
-    return Isa::LoadBf16(buf);
+    return Isa::LoadBf16N(reinterpret_cast<const uint16_t*>(row) + k, n);
   }
 };
 
 static_assert(kPanelRows % L == 0, "a panel column splits into whole vectors");
 constexpr int kVecs = kPanelRows / L;  // vectors per panel column
 
-inline V LoadXTail(const float* x, int n) {
-  alignas(64) float buf[L] = {};
-  std::memcpy(buf, x, sizeof(float) * n);
-  return Isa::Load(buf);
-}
+inline V LoadXTail(const float* x, int n) { return Isa::LoadN(x, n); }
 
 // ---- Matrix products over packed panels ---------------------------------------------------
 
@@ -214,11 +206,7 @@ inline V LoadKvFloat(const uint8_t* row, int k, int n) {
   }
 }
 
-inline V LoadI8Tail(const int8_t* p, int n) {
-  alignas(64) int8_t buf[L] = {};
-  std::memcpy(buf, p, n);
-  return Isa::LoadI8(buf);
-}
+inline V LoadI8Tail(const int8_t* p, int n) { return Isa::LoadI8N(p, n); }
 
 template <KvDtype D>
 void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
@@ -287,9 +275,7 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
       if (n == L) {
         Isa::Store(acc + k, a);
       } else {
-        alignas(64) float buf[L];
-        Isa::Store(buf, a);
-        std::memcpy(acc + k, buf, sizeof(float) * n);
+        Isa::StoreN(acc + k, a, n);
       }
     }
   } else if constexpr (D == KvDtype::kInt8) {
@@ -305,9 +291,7 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
         if (n == L) {
           Isa::Store(acc + k, a);
         } else {
-          alignas(64) float buf[L];
-          Isa::Store(buf, a);
-          std::memcpy(acc + k, buf, sizeof(float) * n);
+          Isa::StoreN(acc + k, a, n);
         }
       }
     }

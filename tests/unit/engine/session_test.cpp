@@ -93,8 +93,9 @@ TEST_F(SessionTest, SlidingWindowKeepsALongSessionGoing) {
   testing::RunResult out = RunRequest(*engine, r);
   ASSERT_TRUE(out.status.ok()) << out.status.ToString();
   EXPECT_EQ(out.choices[0].tokens.size(), 1280u);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kWindow)] > 0; }));
   const EngineStats stats = engine->GetStats();
-  EXPECT_GT(stats.cache.evicted_blocks[static_cast<int>(EvictionReason::kWindow)], 0);
   // The window never holds more than 128 positions + one block being filled.
   EXPECT_LE(stats.cache.used_blocks, 128 / 16 + 1);
 }
@@ -109,7 +110,8 @@ TEST_F(SessionTest, SessionLimitsDropTheLeastRecentlyUsed) {
     ASSERT_TRUE(RunRequest(*engine, r).status.ok());
   }
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 2; }));
-  EXPECT_GT(engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)], 0);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)] > 0; }));
   engine->DropSession("b");
   engine->DropSession("c");
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 0; }));
@@ -121,12 +123,13 @@ TEST_F(SessionTest, IdleSessionsGiveUpTheirCacheUnderMemoryPressure) {
   GenerationRequest s = Greedy(Encode("Once upon a time", true), 60);
   s.session_id = "idle";
   ASSERT_TRUE(RunRequest(*engine, s).status.ok());
-  EXPECT_GT(engine->GetStats().cache.used_blocks, 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().cache.used_blocks > 0; }));
   // A request that needs the whole pool takes the idle session's blocks.
   testing::RunResult big = RunRequest(*engine, Greedy(Encode("One day", true), 120));
   ASSERT_TRUE(big.status.ok()) << big.status.ToString();
   EXPECT_EQ(big.choices[0].tokens.size(), 120u);
-  EXPECT_GT(engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)], 0);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)] > 0; }));
 }
 
 }  // namespace
