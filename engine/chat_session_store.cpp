@@ -65,8 +65,9 @@ Status ChatSessionStore::Attach(const std::string& id, const std::string& tenant
     it = sessions_.emplace(id, std::move(s)).first;
   }
   ChatSession& s = it->second;
-  if (s.in_use) return FailedPreconditionError("chat session '" + id + "' is busy with another request");
+  // Ownership first: another tenant must not learn that the session exists (or is busy).
   if (s.tenant != tenant) return NotFoundError("unknown chat session '" + id + "'");
+  if (s.in_use) return FailedPreconditionError("chat session '" + id + "' is busy with another request");
   s.in_use = true;
   s.last_used = Clock::now();
   seq->window = config_.window;

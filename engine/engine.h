@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,10 @@ struct EngineConfig {
   // Where step time goes (nullable, not owned; must outlive the engine).
   Profiler* profiler = nullptr;
   bool verify_integrity_each_step = false;  // tests: CHECK the cache after every step
+  // Tests only (fault injection, never set in production): called on the engine thread before
+  // each forward pass with its index (0, 1, ... counting failed passes too); true makes that
+  // pass fail as a real backend error would (the batch's requests fail; 3 in a row = fault).
+  std::function<bool(int64_t forward_index)> fail_forward_for_test;
 };
 
 class Engine {
@@ -80,6 +85,11 @@ class Engine {
   virtual void Stop() = 0;
   // True while the engine thread makes progress (false after a persistent fault or a stall).
   [[nodiscard]] virtual bool Healthy() const = 0;
+  // Runs KvCacheManager::VerifyIntegrity() on the engine thread between two steps and waits
+  // for it (debug endpoints, soak tests). `stats` (nullable) receives the cache snapshot
+  // taken at the same moment. UNAVAILABLE when the engine is stopped or the check did not
+  // run within `timeout_seconds`.
+  [[nodiscard]] virtual Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats = nullptr) = 0;
 
   virtual const Model& model() const = 0;
   virtual const EngineConfig& config() const = 0;

@@ -368,7 +368,8 @@ void EngineCore::Step() {
   }
   const int64_t forward_index = stats_.steps + stats_.forward_errors_total;
   Status st = config_.fail_forward_for_test && config_.fail_forward_for_test(forward_index)
-                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook)", forward_index))
+                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook, {})", forward_index,
+                                              __FILE__))
                   : runner_->Execute(batch_, logits_);
   if (!st.ok()) {
     ++stats_.forward_errors_total;

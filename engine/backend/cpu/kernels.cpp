@@ -1,5 +1,7 @@
 #include "engine/backend/cpu/kernels.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -9,15 +11,17 @@
 namespace kvserve::cpu {
 namespace {
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 16 does not know
+// __builtin_cpu_supports("f16c"). The AVX state it needs is implied by the AVX2/AVX-512 checks.
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && ((ecx >> 29) & 1) != 0;
+}
 bool CpuHasAvx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("fma");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && CpuHasF16c();
 }
-bool CpuHasAvx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
+bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c(); }
 
 const KernelTable& ChooseKernels() {
   if (const char* forced = std::getenv("KVSERVE_ISA")) {
