@@ -175,7 +175,7 @@ StatusOr<KvSensitivityReport> MeasureKvSensitivity(const Model& model, KvDtype d
   ASSIGN_OR_RETURN(report.with_recommendation, measure(report.recommended_keep));
   report.recommended_flag = fmt::format("--kv-dtype {}", KvDtypeName(dtype));
   if (!report.recommended_keep.empty()) {
-    report.recommended_flag += fmt::format(" --kv-keep {}", fmt::join(report.recommended_keep, ","));
+    report.recommended_flag += fmt::format(" --kv-keep layers={}", fmt::join(report.recommended_keep, ","));
   }
   return report;
 }

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <ctime>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -53,6 +54,31 @@ constexpr auto kStopDeadline = std::chrono::seconds(5);
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
+
+// Adds this thread's CPU time between construction and destruction to `op`. CPU time, not
+// wall time: an I/O thread may wait for a core that the forward pass holds, and that wait is
+// not work this thread does.
+class ThreadCpuProfileScope {
+ public:
+  ThreadCpuProfileScope(Profiler* p, ProfileOp op) : p_(p && p->enabled() ? p : nullptr), op_(op) {
+    if (p_) start_ = Now();
+  }
+  ~ThreadCpuProfileScope() {
+    if (p_) p_->Add(op_, Now() - start_);
+  }
+  ThreadCpuProfileScope(const ThreadCpuProfileScope&) = delete;
+  ThreadCpuProfileScope& operator=(const ThreadCpuProfileScope&) = delete;
+
+ private:
+  static int64_t Now() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  }
+  Profiler* p_;
+  ProfileOp op_;
+  int64_t start_ = 0;
+};
 
 class Connection;
 
@@ -91,6 +117,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A job's output arrived (posted by its listener).
   void OnJobOutput() {
     if (!job_ || state_ != State::kResponding) return;
+    // --profile: formatting the SSE chunks and starting their write (the send happens here).
+    ThreadCpuProfileScope profile(shared_->ctx->profiler, ProfileOp::kNetworkWrite);
     GenerationJob::Output out = job_->Poll();
     if (out.reply) {
       WriteReply(std::move(*out.reply));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/profiler.h"
 #include "engine/engine.h"
 
 namespace prometheus {
@@ -33,6 +34,7 @@ struct ServerOptions {
   double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long
   int default_max_tokens = 16;         // /v1/completions default (OpenAI's)
   std::string served_model_name;       // id in /v1/models; default: the file's name
+  bool enable_debug_endpoints = false; // GET /debug/cache (KV cache integrity check)
 };
 
 struct ServerContext {
@@ -41,6 +43,10 @@ struct ServerContext {
   std::string backend_name;   // "cpu" | "cuda"
   ServerOptions options;
   std::shared_ptr<prometheus::Registry> registry;
+  // --profile: the HTTP server adds the time it spends turning engine output into SSE bytes
+  // and writing them (ProfileOp::kNetworkWrite). Nullable, not owned; set before the front
+  // ends start and outlives them.
+  Profiler* profiler = nullptr;
   std::atomic<bool> loading{true};    // /ready is 503 until the model is loaded
   std::atomic<bool> draining{false};  // /ready is 503 and new requests are refused
   // Generation requests refused before the engine accepted them: the front end's own

@@ -39,7 +39,7 @@ TEST(KvSensitivity, SortsLayersAndRecommendsTheWorst) {
   EXPECT_GT(report->all_layers.mean_kl, 0.0);
   ASSERT_EQ(report->recommended_keep, std::vector<int>{report->layers[0].layer});
   EXPECT_LT(report->with_recommendation.mean_kl, report->all_layers.mean_kl);
-  EXPECT_EQ(report->recommended_flag, "--kv-dtype int4 --kv-keep " + std::to_string(report->layers[0].layer));
+  EXPECT_EQ(report->recommended_flag, "--kv-dtype int4 --kv-keep layers=" + std::to_string(report->layers[0].layer));
   const std::string text = FormatKvSensitivityReport(*report);
   EXPECT_NE(text.find("recommended: --kv-dtype int4"), std::string::npos) << text;
 }

@@ -1,0 +1,109 @@
+// A small blocking HTTP/1.1 client for `kvserve bench-serve`: one connection per load
+// generator thread (kept alive between requests), response bodies handed to a callback as
+// they arrive (chunked transfer encoding decoded), and an incremental Server-Sent Events
+// parser. Incremental parsers accept input split at any byte.
+//
+// Blocking sockets keep the client cheap: a thread waits in recv() and wakes only when bytes
+// arrive, so the load generator takes little CPU from a server on the same cores.
+// Each object is used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvserve::bench {
+
+// http://host[:port][/base]. The base path (without a trailing '/') prefixes every target.
+struct Url {
+  std::string host;
+  int port = 80;
+  std::string base_path;
+};
+// INVALID_ARGUMENT for anything but http:// URLs (https is not supported).
+[[nodiscard]] StatusOr<Url> ParseUrl(std::string_view text);
+
+// Transfer-Encoding: chunked, decoded incrementally.
+class ChunkedDecoder {
+ public:
+  // Appends the payload bytes found in `in` to *out. False on malformed input (then the
+  // decoder stays failed).
+  [[nodiscard]] bool Feed(std::string_view in, std::string* out);
+  // The terminating zero-size chunk (and its trailer) has been read.
+  [[nodiscard]] bool done() const { return state_ == State::kDone; }
+
+ private:
+  enum class State { kSize, kData, kDataEnd, kTrailer, kDone, kFailed };
+  State state_ = State::kSize;
+  std::string line_;        // the size line (or trailer line) so far
+  uint64_t remaining_ = 0;  // payload bytes left in the current chunk
+};
+
+// text/event-stream: "data:" lines joined by '\n' make an event's data; a blank line ends an
+// event; comments (":...") and other fields (event:, id:, retry:) are ignored; lines end in
+// "\n", "\r\n" or "\r".
+class SseParser {
+ public:
+  // Calls on_event(data) for every event completed by `bytes`.
+  void Feed(std::string_view bytes, const std::function<void(std::string_view data)>& on_event);
+
+ private:
+  void Line(std::string_view line, const std::function<void(std::string_view)>& on_event);
+  std::string line_;
+  std::string data_;
+  bool has_data_ = false;
+  bool last_cr_ = false;  // the previous byte was '\r' (a following '\n' belongs to it)
+};
+
+struct ResponseHead {
+  int status = 0;
+  bool chunked = false;
+  int64_t content_length = -1;  // -1: not given
+  bool close = false;           // the server closes the connection after this response
+};
+// Parses the status line and header fields (`head` ends before or at the blank line).
+[[nodiscard]] StatusOr<ResponseHead> ParseResponseHead(std::string_view head);
+
+// One keep-alive connection. Request() connects when needed, and reconnects once when a
+// reused connection turns out to have been closed by the server before answering.
+class HttpConnection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `timeout_seconds`: the longest wait for a connection or for the next bytes.
+  HttpConnection(Url url, double timeout_seconds);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  struct Response {
+    int status = 0;
+    Clock::time_point sent;  // just before the request's first byte was written
+  };
+  // Sends `method base+target` with `body` (JSON when non-empty) and `headers` ("Name: value"
+  // lines) and passes the decoded body to on_body(status, bytes) as it arrives. UNAVAILABLE for connection
+  // failures, timeouts and connections closed before the body ended ("broken stream").
+  [[nodiscard]] StatusOr<Response> Request(std::string_view method, std::string_view target,
+                                           std::string_view body, const std::vector<std::string>& headers,
+                                           const std::function<void(int status, std::string_view)>& on_body);
+
+ private:
+  Status Connect();
+  void Close();
+  // One attempt; *nothing_received tells a stale keep-alive connection from a real failure.
+  StatusOr<Response> Attempt(const std::string& request, const std::function<void(int status, std::string_view)>& on_body,
+                             bool* nothing_received);
+
+  Url url_;
+  double timeout_seconds_;
+  int fd_ = -1;
+  std::string buffer_;  // bytes read past the previous response (none expected)
+};
+
+}  // namespace kvserve::bench
