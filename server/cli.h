@@ -70,5 +70,9 @@ int ReportError(std::string_view command, std::string_view message, int exit_cod
 void RegisterGenerateCommand(CommandRegistry& registry);
 void RegisterMkmodelCommand(CommandRegistry& registry);
 void RegisterServeCommand(CommandRegistry& registry);
+void RegisterSoakCommand(CommandRegistry& registry);
+void RegisterBenchServeCommand(CommandRegistry& registry);
+void RegisterPlanCommand(CommandRegistry& registry);
+void RegisterKvSensitivityCommand(CommandRegistry& registry);
 
 }  // namespace kvserve::cli

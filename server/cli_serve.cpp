@@ -25,6 +25,8 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -49,6 +51,43 @@ struct ServeOptions {
   std::string log_level = "info";
   const CLI::App* app = nullptr;  // to see whether --log-level was given to the parent
   const CLI::Option* log_level_option = nullptr;
+  bool profile = false;
+  double profile_interval = 0;
+};
+
+// --profile: the report on stderr, with what it covers.
+void PrintProfile(const Profiler& profiler, const char* when) {
+  std::fprintf(stderr, "kvserve serve: profile (%s; ms per engine step; network writes: CPU time of the HTTP threads)\n%s\n",
+               when, profiler.Report().c_str());
+  std::fflush(stderr);
+}
+
+// --profile-interval: prints the (cumulative) profile every `seconds` until destroyed.
+class PeriodicProfile {
+ public:
+  PeriodicProfile(const Profiler* profiler, double seconds) {
+    if (profiler == nullptr || seconds <= 0) return;
+    thread_ = std::thread([this, profiler, seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return stop_; })) {
+        PrintProfile(*profiler, "so far");
+      }
+    });
+  }
+  ~PeriodicProfile() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // Receives SIGINT/SIGTERM on its own thread. The state is shared with that (detached) thread
@@ -186,7 +225,10 @@ int RunServe(ServeOptions& o) {
     return ReportError(kCommand, "--protect-observability needs --api-key or --api-key-file", kExitUsageError);
   }
 
+  std::unique_ptr<Profiler> profiler;  // outlives the engine and the HTTP server
+  if (o.profile) profiler = std::make_unique<Profiler>();
   ServerContext ctx;
+  ctx.profiler = profiler.get();
   ctx.options = o.server;
   ctx.model_id = ModelId(o);
   ctx.backend_name = "cpu";
@@ -210,6 +252,7 @@ int RunServe(ServeOptions& o) {
   // Engine.
   StatusOr<EnginePlan> plan = PlanEngine(o.engine, *model);
   if (!plan.ok()) return ReportError(kCommand, plan.status().message(), kExitUsageError);
+  plan->config.profiler = profiler.get();
   LOG_INFO("KV cache: {} blocks x {} tokens ({}), {:.1f} MiB; max model len {}; host tier {} blocks; prefix caching {}",
            plan->config.num_blocks, plan->config.kv.block_size, plan->kv_description,
            static_cast<double>(plan->kv_bytes) / (1 << 20), plan->config.max_model_len, plan->config.num_host_blocks,
@@ -235,7 +278,10 @@ int RunServe(ServeOptions& o) {
   ctx.loading = false;  // after ctx.engine is set: handlers read it only when not loading
   LOG_INFO("ready: serving model '{}'", ctx.model_id);
 
+  std::optional<PeriodicProfile> periodic_profile;
+  periodic_profile.emplace(profiler.get(), o.profile_interval);
   const int sig = signals.Wait();
+  periodic_profile.reset();
   const auto drain_start = std::chrono::steady_clock::now();
   LOG_INFO("{}: draining (up to {} s for requests in flight)", strsignal(sig), o.server.shutdown_grace_seconds);
   ctx.draining = true;
@@ -245,8 +291,24 @@ int RunServe(ServeOptions& o) {
   if (grpc) grpc->Shutdown(std::max(1.0, o.server.shutdown_grace_seconds - spent));
   (*http)->Stop();
   (*engine)->Stop();
+  if (profiler) PrintProfile(*profiler, "whole run");
   LOG_INFO("stopped");
   return kExitOk;
+}
+
+// RunServe, with an allocation failure during start-up (a model or KV pool larger than the
+// memory the process may use, e.g. under `ulimit -v` or a container limit) reported as a
+// clear error instead of an abort.
+int RunServeReportingOom(ServeOptions& o) {
+  try {
+    return RunServe(o);
+  } catch (const std::bad_alloc&) {
+    return ReportError(kCommand,
+                       fmt::format("out of memory while loading the model '{}' or allocating the KV cache: it does "
+                                   "not fit in the memory this process may use (try a smaller model or "
+                                   "--kv-cache-memory)", o.engine.model),
+                       kExitRuntimeError);
+  }
 }
 
 // KVSERVE_<LONG_NAME> for every option that has a long name (--http-port: KVSERVE_HTTP_PORT).
@@ -266,7 +328,7 @@ void RegisterServeCommand(CommandRegistry& registry) {
   auto o = std::make_shared<ServeOptions>();
   o->app = &registry.app();
   CLI::App* sub = registry.Add(kCommand, "Serve the OpenAI-compatible HTTP API, gRPC and Prometheus metrics",
-                               [o] { return RunServe(*o); });
+                               [o] { return RunServeReportingOom(*o); });
   o->sub = sub;
   sub->add_option("--config", o->config_file,
                   "TOML/INI file of options: long flag names as keys (http-port = 8080); the command line and "
@@ -301,11 +363,24 @@ void RegisterServeCommand(CommandRegistry& registry) {
       ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--served-model-name", s.served_model_name, "Model id clients use (default: the GGUF file name "
                                                               "without .gguf, or the synthetic spec)");
+  sub->add_flag("--profile", o->profile, "Time each part of an engine step (scheduling, batch building, forward "
+                                         "by operation, sampling, detokenizing, network writes); the report goes "
+                                         "to stderr on shutdown");
+  sub->add_option("--profile-interval", o->profile_interval, "With --profile: also print the report every this "
+                                                             "many seconds (0 = only on shutdown)")
+      ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--log-format", o->log_format, "Log lines as text or JSON objects")
       ->check(CLI::IsMember({"text", "json"}));
   o->log_level_option = sub->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")
                             ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  sub->add_flag("--enable-debug-endpoints", s.enable_debug_endpoints,
+                "Serve GET /debug/cache (runs the KV cache integrity check on the engine thread; for tests and "
+                "soak runs, not for production)");
   AddEnvironmentNames(sub);
+  // Test hooks: hidden from --help and never read from the environment.
+  sub->add_option("--inject-forward-faults", o->engine.inject_forward_faults,
+                  "Tests only: forward passes that fail (N, N-M, N- ; comma-separated)")
+      ->group("");
 }
 
 }  // namespace kvserve::cli

@@ -21,8 +21,57 @@ bool ParseInt(std::string_view s, int* out) {
   return ec == std::errc() && ptr == s.data() + s.size();
 }
 
-// "0,1,31" (whole layers) or "0:2" (layer 0, kv head 2), comma-separated.
+bool ParseInt64(std::string_view s, int64_t* out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return !s.empty() && ec == std::errc() && ptr == s.data() + s.size() && *out >= 0;
+}
+
+}  // namespace
+
+StatusOr<std::function<bool(int64_t)>> ParseForwardFaultSpec(std::string_view spec) {
+  struct Range {
+    int64_t first = 0;
+    int64_t last = INT64_MAX;
+  };
+  std::vector<Range> ranges;
+  if (!spec.empty() && spec.back() == ',') {
+    return InvalidArgumentError("--inject-forward-faults: the spec ends with a comma");
+  }
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    Range r;
+    const size_t dash = item.find('-');
+    bool ok = ParseInt64(item.substr(0, dash), &r.first);
+    if (dash == std::string_view::npos) {
+      r.last = r.first;
+    } else if (dash + 1 < item.size()) {
+      ok = ok && ParseInt64(item.substr(dash + 1), &r.last) && r.last >= r.first;
+    }
+    if (!ok) {
+      return InvalidArgumentError(fmt::format("--inject-forward-faults: '{}' is not N, N-M or N-", item));
+    }
+    ranges.push_back(r);
+  }
+  return std::function<bool(int64_t)>([ranges](int64_t pass) {
+    for (const Range& r : ranges) {
+      if (pass >= r.first && pass <= r.last) return true;
+    }
+    return false;
+  });
+}
+
 StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
+  // "layers=0,1" and "heads=0:2,5:1" name what they list; the bare forms "0,1" and "0:2"
+  // (an item with a colon is a layer:head pair) mean the same.
+  bool heads_only = false;
+  if (text.rfind("layers=", 0) == 0) {
+    text.remove_prefix(7);
+  } else if (text.rfind("heads=", 0) == 0) {
+    text.remove_prefix(6);
+    heads_only = true;
+  }
   std::vector<KvSpecConfig::Keep> keep;
   while (!text.empty()) {
     const size_t comma = text.find(',');
@@ -32,16 +81,16 @@ StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
     KvSpecConfig::Keep k;
     const size_t colon = item.find(':');
     const bool ok = ParseInt(item.substr(0, colon), &k.layer) &&
-                    (colon == std::string_view::npos || ParseInt(item.substr(colon + 1), &k.head));
+                    (colon == std::string_view::npos || ParseInt(item.substr(colon + 1), &k.head)) &&
+                    (!heads_only || colon != std::string_view::npos);
     if (!ok) {
-      return InvalidArgumentError(fmt::format("--kv-keep: '{}' is not <layer> or <layer>:<head>", item));
+      return InvalidArgumentError(fmt::format(
+          "--kv-keep: '{}' is not a layer or a layer:head pair (e.g. layers=0,1 or heads=0:2,5:1)", item));
     }
     keep.push_back(k);
   }
   return keep;
 }
-
-}  // namespace
 
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
@@ -137,6 +186,9 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   plan.kv_bytes = blocks * plan.block_bytes;
   plan.kv_description = spec->Describe();
   plan.num_threads = f.threads;
+  if (!f.inject_forward_faults.empty()) {
+    ASSIGN_OR_RETURN(c.fail_forward_for_test, ParseForwardFaultSpec(f.inject_forward_faults));
+  }
   return plan;
 }
 

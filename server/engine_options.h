@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/engine.h"
@@ -27,7 +30,7 @@ struct EngineFlags {
   std::string model = "synthetic:150m";
   int threads = 0;                    // 0: all cores
   std::string kv_dtype = "f16";
-  std::string kv_keep;                // layered precision, e.g. "0,1,31" or "0:2,5" (layer[:head])
+  std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
   std::string kv_keep_dtype = "f16";
   int block_size = 16;
   uint64_t kv_cache_memory = 0;       // bytes; 0: see above
@@ -43,9 +46,15 @@ struct EngineFlags {
   int max_sessions = 256;
   int max_sessions_per_key = 64;
   std::string preempt = "recompute";  // or "swap" (needs --host-offload-memory)
+  // Tests only (hidden `serve --inject-forward-faults`): forward passes that fail, see
+  // ParseForwardFaultSpec. Empty: none.
+  std::string inject_forward_faults;
 };
 
 inline constexpr uint64_t kDefaultKvCacheMemory = uint64_t{1} << 30;
+
+// --kv-keep: "layers=0,1" or "heads=L:H,..." (also bare "0,1" and "0:2,1:3").
+[[nodiscard]] StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text);
 
 // Adds --model and the engine/cache flags to `app`, bound to *flags (which must outlive it).
 void AddEngineOptions(CLI::App* app, EngineFlags* flags);
@@ -61,6 +70,11 @@ struct EnginePlan {
 
 // Validates the flags against `model` and sizes the KV pool. INVALID_ARGUMENT names the flag.
 [[nodiscard]] StatusOr<EnginePlan> PlanEngine(const EngineFlags& flags, const Model& model);
+
+// Fault injection for tests: "N" (the N-th forward pass, from 0), "N-M" (inclusive), "N-"
+// (every pass from N on: a persistent fault), comma-separated. Returns the predicate for
+// EngineConfig::fail_forward_for_test; INVALID_ARGUMENT for a malformed spec.
+[[nodiscard]] StatusOr<std::function<bool(int64_t)>> ParseForwardFaultSpec(std::string_view spec);
 
 // PlanEngine + CpuBackend + Engine::Create.
 [[nodiscard]] StatusOr<std::unique_ptr<Engine>> CreateEngine(const EnginePlan& plan,

@@ -13,7 +13,9 @@
 namespace kvserve {
 namespace {
 
-enum class Route { kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize };
+enum class Route {
+  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache
+};
 
 struct RouteSpec {
   Route route;
@@ -35,6 +37,7 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/metrics") return RouteSpec{Route::kMetrics, "GET", true};
   if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST", false};
   if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST", false};
+  if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", false};
   return std::nullopt;
 }
 
@@ -85,7 +88,8 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   Result result;
   const std::string_view target(request.target);
   const std::string_view path = target.substr(0, target.find('?'));
-  const std::optional<RouteSpec> spec = FindRoute(path);
+  std::optional<RouteSpec> spec = FindRoute(path);
+  if (spec && spec->route == Route::kDebugCache && !ctx_->options.enable_debug_endpoints) spec.reset();
   if (!spec) {
     result.route = "unknown";
     result.reply = Error(NotFoundError(fmt::format("unknown route: {} {}", request.method, path)), "unknown_url");
@@ -180,6 +184,17 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       result.reply = TokenizeReply(tokens, max_model_len());
       return result;
     }
+    case Route::kDebugCache: {
+      // Debug only (--enable-debug-endpoints): the check runs on the engine thread.
+      KvCacheStats stats;
+      const Status integrity = ctx_->engine->VerifyCacheIntegrity(/*timeout_seconds=*/10, &stats);
+      if (integrity.code() == StatusCode::kUnavailable) {
+        result.reply = Error(integrity, "service_unavailable");
+      } else {
+        result.reply = DebugCacheReply(integrity, stats);
+      }
+      return result;
+    }
     case Route::kDetokenize: {
       std::vector<int32_t> tokens;
       ApiError error;
@@ -217,6 +232,15 @@ bool HttpRouter::Tokenize(const OpenAiRequest& q, std::vector<std::vector<int32_
   }
   for (const PromptInput& p : q.prompts) {
     if (p.is_tokens) {
+      // Checked here, not only by Engine::Submit: echo decodes the ids first (the tokenizer
+      // CHECKs its argument).
+      for (int32_t id : p.tokens) {
+        if (id < 0 || id >= tok.vocab_size()) {
+          *error = InvalidField("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id,
+                                                      tok.vocab_size()));
+          return false;
+        }
+      }
       prompts->push_back(p.tokens);
       if (q.echo) echo->push_back(tok.Decode(p.tokens));
     } else {

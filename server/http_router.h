@@ -7,6 +7,9 @@
 //   GET  /ready                                       200 only when ctx.Ready(); else 503
 //   GET  /metrics                                     Prometheus text (SerializeMetrics)
 //   POST /tokenize, POST /detokenize                  {"tokens","count"} / {"prompt"}
+//   GET  /debug/cache                                 only with --enable-debug-endpoints: runs the
+//                                                     KV cache integrity check on the engine thread
+//                                                     (blocks this I/O thread for about one step)
 //
 // Order of checks: unknown path 404, API key 401 (/health, /ready, /metrics are open unless
 // protect_observability), wrong method 405, loading or draining 503 (everything except the

@@ -11,5 +11,9 @@ int main(int argc, char** argv) {
   kvserve::cli::RegisterGenerateCommand(registry);
   kvserve::cli::RegisterMkmodelCommand(registry);
   kvserve::cli::RegisterServeCommand(registry);
+  kvserve::cli::RegisterSoakCommand(registry);
+  kvserve::cli::RegisterBenchServeCommand(registry);
+  kvserve::cli::RegisterPlanCommand(registry);
+  kvserve::cli::RegisterKvSensitivityCommand(registry);
   return registry.ParseAndRun(argc, argv);
 }

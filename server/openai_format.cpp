@@ -183,4 +183,14 @@ HttpReply DetokenizeReply(const std::string& text) { return JsonReply(json{{"pro
 
 HttpReply StatusReply(int status, const std::string& state) { return JsonReply(json{{"status", state}}, status); }
 
+HttpReply DebugCacheReply(const Status& integrity, const KvCacheStats& stats) {
+  json blocks{{"total", stats.total_blocks}, {"used", stats.used_blocks}, {"free", stats.free_blocks},
+              {"cached", stats.cached_blocks}, {"pinned", stats.pinned_blocks}};
+  return JsonReply(json{{"integrity", integrity.ok() ? "ok" : "failed"},
+                        {"message", integrity.message()},
+                        {"blocks", std::move(blocks)},
+                        {"tokens_stored", stats.tokens_stored}},
+                   integrity.ok() ? 200 : 500);
+}
+
 }  // namespace kvserve

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_cache_stats.h"
 #include "engine/model/tokenizer.h"
 #include "engine/request.h"
 #include "server/http_types.h"
@@ -87,5 +88,8 @@ HttpReply ModelReply(const std::string& model_id, int64_t created, int max_model
 HttpReply TokenizeReply(std::span<const int32_t> tokens, int max_model_len);
 HttpReply DetokenizeReply(const std::string& text);
 HttpReply StatusReply(int status, const std::string& state);  // {"status": state}
+// GET /debug/cache: {"integrity": "ok" | "failed", "message", "blocks": {"total", "used", "free",
+// "cached", "pinned"}, "tokens_stored"}; 200 when the check passed, 500 when it failed.
+HttpReply DebugCacheReply(const Status& integrity, const KvCacheStats& stats);
 
 }  // namespace kvserve

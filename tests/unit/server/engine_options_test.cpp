@@ -90,3 +90,28 @@ TEST_F(EngineOptionsTest, CreateEngineServes) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+TEST(ParseKvKeepTest, AcceptsLayersHeadsAndBareForms) {
+  auto layers = ParseKvKeep("layers=0,1,31");
+  ASSERT_TRUE(layers.ok());
+  ASSERT_EQ(layers->size(), 3u);
+  EXPECT_EQ((*layers)[2].layer, 31);
+  EXPECT_EQ((*layers)[2].head, -1);
+  auto heads = ParseKvKeep("heads=0:2,5:1");
+  ASSERT_TRUE(heads.ok());
+  ASSERT_EQ(heads->size(), 2u);
+  EXPECT_EQ((*heads)[1].layer, 5);
+  EXPECT_EQ((*heads)[1].head, 1);
+  auto bare = ParseKvKeep("0,3:1");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ((*bare)[1].head, 1);
+  EXPECT_EQ(ParseKvKeep("heads=3").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseKvKeep("layers=x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseKvKeep("").ok());
+}
+
+}  // namespace
+}  // namespace kvserve

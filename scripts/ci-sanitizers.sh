@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Sanitizer CI step (see RELIABILITY.md):
+#   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer (-DKVSERVE_SANITIZE=ON): the unit
+#               tests (labels unit/*, including the fuzz corpora replays) and the end-to-end
+#               tests (label e2e: a sanitized `kvserve serve` driven by real clients);
+#   build-tsan  ThreadSanitizer (-DKVSERVE_TSAN=ON): the engine and cache tests only, with
+#               OMP_NUM_THREADS=1 (uninstrumented gRPC and libgomp give false reports).
+# Any sanitizer report fails the run (halt_on_error / abort_on_error).
+#
+#   scripts/ci-sanitizers.sh [asan|tsan|all]     (default: all; from the repository root)
+#
+# Environment: JOBS (default 2); KVSERVE_BUILD_LOCK=FILE to take `flock FILE` around each
+# build (shared machines); CTEST_ARGS for extra ctest arguments.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+jobs=${JOBS:-2}
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_CUDA=OFF -DKVSERVE_BUILD_BENCH=OFF)
+
+build() {  # build DIR TARGETS...
+  local dir=$1
+  shift
+  if [ -n "${KVSERVE_BUILD_LOCK:-}" ]; then
+    flock "$KVSERVE_BUILD_LOCK" ninja -C "$dir" -j"$jobs" "$@"
+  else
+    ninja -C "$dir" -j"$jobs" "$@"
+  fi
+}
+
+start=$SECONDS
+if [ "$what" = asan ] || [ "$what" = all ]; then
+  t=$SECONDS
+  cmake -S . -B build-asan "${common[@]}" -DKVSERVE_SANITIZE=ON >/dev/null
+  build build-asan kvserve cache_tests model_tests backend_tests engine_tests golden_tests server_tests \
+    openai_request_replay gguf_replay tokenizer_replay chat_template_replay
+  echo "ci-sanitizers: ASan+UBSan build $((SECONDS - t)) s"
+  t=$SECONDS
+  # detect_leaks: LeakSanitizer runs at every exit; the server must exit clean too.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L '^unit/|^e2e$' ${CTEST_ARGS:-}
+  echo "ci-sanitizers: ASan+UBSan tests $((SECONDS - t)) s"
+fi
+if [ "$what" = tsan ] || [ "$what" = all ]; then
+  t=$SECONDS
+  cmake -S . -B build-tsan "${common[@]}" -DKVSERVE_TSAN=ON >/dev/null
+  build build-tsan engine_tests cache_tests
+  echo "ci-sanitizers: TSan build $((SECONDS - t)) s"
+  t=$SECONDS
+  OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L '^unit/(engine|cache)$' ${CTEST_ARGS:-}
+  echo "ci-sanitizers: TSan tests $((SECONDS - t)) s"
+fi
+echo "ci-sanitizers: passed in $((SECONDS - start)) s"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of a -DKVSERVE_FUZZ=ON build, each for N seconds, one after the
+# other. The committed corpus (tests/fuzz/<target>/) is read, never written: new inputs go to
+# <build>/fuzz-corpus/<target>/, crashes to <build>/fuzz-artifacts/<target>/. Exits 1 if any
+# target crashed, leaked, timed out or ran out of memory (libFuzzer prints the reproducer:
+# `<build>/tests/fuzz/<target>_fuzzer <artifact>`; once fixed, copy the artifact into
+# tests/fuzz/<target>/ as crash-<what>, so every build replays it).
+#
+#   tests/fuzz/run.sh [--build] [--build-dir build-fuzz] [--seconds 60] [target...]
+#
+# Targets: openai_request gguf tokenizer chat_template (default: all). --build first configures
+# the build directory with clang-14 (-DKVSERVE_FUZZ=ON) and builds the fuzzers (needs
+# clang-14 libclang-rt-14-dev libomp-14-dev; KVSERVE_BUILD_LOCK=FILE wraps ninja in flock).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../../build-fuzz"
+seconds=60
+do_build=0
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --build) do_build=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+[ ${#targets[@]} -eq 0 ] && targets=(openai_request gguf tokenizer chat_template)
+if [ $do_build -eq 1 ]; then
+  start=$SECONDS
+  CC=clang-14 CXX=clang++-14 cmake -S "$here/../.." -B "$build" -G Ninja -DKVSERVE_FUZZ=ON -DKVSERVE_CUDA=OFF \
+    -DKVSERVE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
+  lock=()
+  [ -n "${KVSERVE_BUILD_LOCK:-}" ] && lock=(flock "$KVSERVE_BUILD_LOCK")
+  "${lock[@]}" ninja -C "$build" -j"${JOBS:-2}" "${targets[@]/%/_fuzzer}" || exit 2
+  echo "run.sh: fuzz build $((SECONDS - start)) s"
+fi
+build=$(cd "$build" && pwd) || { echo "run.sh: no build directory" >&2; exit 2; }
+
+failed=0
+for t in "${targets[@]}"; do
+  bin="$build/tests/fuzz/${t}_fuzzer"
+  if [ ! -x "$bin" ]; then
+    echo "run.sh: $bin not built (configure with CC=clang-14 CXX=clang++-14 -DKVSERVE_FUZZ=ON)" >&2
+    exit 2
+  fi
+  work="$build/fuzz-corpus/$t"
+  artifacts="$build/fuzz-artifacts/$t/"
+  mkdir -p "$work" "$artifacts"
+  dict=()
+  [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+  log="$build/fuzz-artifacts/$t.log"
+  echo "== $t: ${seconds} s"
+  start=$SECONDS
+  # OMP: the CPU backend runs one thread; ASan: fail on leaks too.
+  OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    "$bin" "$work" "$here/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
+      -max_len=16384 -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1
+  rc=$?
+  grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)|^#[0-9]+ +DONE' "$log" | sed 's/^/   /'
+  echo "   corpus: $(ls "$work" | wc -l) inputs in $work; $((SECONDS - start)) s; exit $rc"
+  if [ $rc -ne 0 ]; then
+    failed=1
+    echo "   FAILED: see $log" >&2
+    grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written' "$log" | head -20 >&2
+  fi
+done
+exit $failed
