@@ -33,6 +33,7 @@
 #include "server/front_ends.h"
 #include "server/grpc_convert.h"
 #include "server/grpc_reactors.h"
+#include "server/session_header.h"
 
 namespace kvserve {
 namespace {
@@ -174,6 +175,14 @@ class GenerationService final : public v1::Generation::CallbackService {
       return admitted;
     }
     StatusOr<GenerationRequest> request = build(Env(std::move(tenant)));
+    if (request.ok()) {
+      const auto& metadata = call->client_metadata();
+      if (auto it = metadata.find(std::string(kSessionHeader)); it != metadata.end()) {
+        Status merged = MergeSessionHeader(std::string_view(it->second.data(), it->second.size()),
+                                           &request->session_id);
+        if (!merged.ok()) request = merged;
+      }
+    }
     if (!request.ok()) {
       ctx_->CountRejected();
       return request.status();

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "server/front_ends.h"
+#include "server/session_header.h"
 
 namespace kvserve {
 namespace {
@@ -264,6 +265,10 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
     result.reply = Error(NotFoundError(fmt::format("the model '{}' does not exist (this server serves '{}')",
                                                    q.model, ctx_->model_id)),
                          "model_not_found", "model");
+    return result;
+  }
+  if (Status merged = MergeSessionHeader(request.session_id, &q.session_id); !merged.ok()) {
+    result.reply = ErrorReply(InvalidField("session_id", merged.message()));
     return result;
   }
   if (!q.session_id.empty() && q.prompts.size() > 1) {

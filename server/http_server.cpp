@@ -35,6 +35,7 @@
 #include "server/front_ends.h"
 #include "server/http_router.h"
 #include "server/openai_format.h"
+#include "server/session_header.h"
 
 namespace kvserve {
 namespace {
@@ -244,6 +245,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     info.method = std::string(req.method_string());
     info.target = std::string(req.target());
     info.authorization = std::string(req[http::field::authorization]);
+    info.session_id = std::string(req[beast::string_view(kSessionHeader.data(), kSessionHeader.size())]);
     info.body = std::move(req.body());
     info.remote = remote_;
     method_ = info.method;

@@ -15,6 +15,7 @@ struct HttpRequestInfo {
   std::string method;         // "GET", "POST", ...
   std::string target;         // path and query, e.g. "/v1/models?x=1"
   std::string authorization;  // the Authorization header, or ""
+  std::string session_id;     // the X-Session-Id header, or ""
   std::string body;
   std::string remote;         // peer address, for logs
 };

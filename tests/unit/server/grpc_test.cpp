@@ -420,6 +420,14 @@ TEST_F(GrpcTest, BusySessionIsFailedPrecondition) {
   v1::GenerateResponse response;
   auto c2 = Context();
   EXPECT_EQ(stub_->Generate(c2.get(), second, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // The x-session-id metadata names the session too (what a gateway hashes on) ...
+  auto c3 = Context();
+  c3->AddMetadata("x-session-id", "busy");
+  EXPECT_EQ(stub_->Generate(c3.get(), Greedy(4), &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // ... and must agree with the request's session_id.
+  auto c4 = Context();
+  c4->AddMetadata("x-session-id", "other");
+  EXPECT_EQ(stub_->Generate(c4.get(), second, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   c1->TryCancel();
   while (reader->Read(&m)) {
   }

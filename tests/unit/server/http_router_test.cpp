@@ -27,12 +27,14 @@ class HttpRouterTest : public ::testing::Test {
   void TearDown() override { engine_->Stop(); }
 
   HttpRouter::Result Call(HttpRouter& router, const std::string& method, const std::string& target,
-                          const std::string& body = "", const std::string& auth = "") {
+                          const std::string& body = "", const std::string& auth = "",
+                          const std::string& session_header = "") {
     HttpRequestInfo r;
     r.method = method;
     r.target = target;
     r.body = body;
     r.authorization = auth;
+    r.session_id = session_header;
     return router.Handle(r);
   }
 
@@ -273,6 +275,32 @@ TEST_F(HttpRouterTest, EngineErrorBeforeTheStreamIsAStatus) {
   EXPECT_FALSE(started);
   EXPECT_EQ(status, 409);
   EXPECT_EQ(json::parse(body)["error"]["type"], "invalid_request_error");
+  first.job->Abort();
+  Run(*first.job);
+}
+
+TEST_F(HttpRouterTest, SessionHeaderNamesTheSessionAndMustAgreeWithTheBody) {
+  HttpRouter router(&ctx_);
+  // The header alone attaches to the session the body named: busy while the first request runs.
+  HttpRouter::Result first = Call(router, "POST", "/v1/completions",
+                                  R"({"model":"stories","prompt":"Once","max_tokens":1500,"ignore_eos":true,
+                                      "session_id":"h1","stream":true})");
+  ASSERT_TRUE(first.job);
+  HttpRouter::Result by_header = Call(router, "POST", "/v1/completions",
+                                      R"({"model":"stories","prompt":"Once","max_tokens":5})", "", "h1");
+  ASSERT_TRUE(by_header.job);
+  EXPECT_EQ(Run(*by_header.job).second, 409);
+  // Body and header naming different sessions: 400 on session_id, before the engine.
+  HttpRouter::Result conflict = Call(router, "POST", "/v1/completions",
+                                     R"({"model":"stories","prompt":"Once","session_id":"a"})", "", "b");
+  ASSERT_TRUE(conflict.reply);
+  EXPECT_EQ(conflict.reply->status, 400);
+  EXPECT_EQ(json::parse(conflict.reply->body)["error"]["param"], "session_id");
+  // The same id in both is fine.
+  HttpRouter::Result same = Call(router, "POST", "/v1/completions",
+                                 R"({"model":"stories","prompt":"Once","max_tokens":2,"session_id":"h2"})", "", "h2");
+  ASSERT_TRUE(same.job);
+  EXPECT_EQ(Run(*same.job).second, 200);
   first.job->Abort();
   Run(*first.job);
 }
