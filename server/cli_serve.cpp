@@ -231,7 +231,6 @@ int RunServe(ServeOptions& o) {
   ctx.profiler = profiler.get();
   ctx.options = o.server;
   ctx.model_id = ModelId(o);
-  ctx.backend_name = "cpu";
 
   StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(&ctx);
   if (!http.ok()) return ReportError(kCommand, http.status().message(), kExitRuntimeError);
@@ -253,12 +252,14 @@ int RunServe(ServeOptions& o) {
   StatusOr<EnginePlan> plan = PlanEngine(o.engine, *model);
   if (!plan.ok()) return ReportError(kCommand, plan.status().message(), kExitUsageError);
   plan->config.profiler = profiler.get();
-  LOG_INFO("KV cache: {} blocks x {} tokens ({}), {:.1f} MiB; max model len {}; host tier {} blocks; prefix caching {}",
-           plan->config.num_blocks, plan->config.kv.block_size, plan->kv_description,
+  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);
+  if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
+  ctx.backend_name = plan->device;
+  LOG_INFO("device {}; KV cache: {} blocks x {} tokens ({}), {:.1f} MiB; max model len {}; host tier {} blocks; "
+           "prefix caching {}",
+           plan->device, plan->config.num_blocks, plan->config.kv.block_size, plan->kv_description,
            static_cast<double>(plan->kv_bytes) / (1 << 20), plan->config.max_model_len, plan->config.num_host_blocks,
            plan->config.enable_prefix_caching ? "on" : "off");
-  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(*plan, model);
-  if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
   const Tokenizer& tok = model->tokenizer();
   LOG_INFO("chat template: {}", ChatTemplate::Detect(tok.vocab().chat_template, tok).name());
 

@@ -10,6 +10,7 @@
 
 #include "cache/capacity_planner.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
 
 namespace kvserve {
 namespace {
@@ -95,6 +96,13 @@ StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
                   "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape) built in memory");
+  app->add_option("--device", f->device, "Where the model runs: cuda, cpu, or auto (cuda when a CUDA device is "
+                                         "present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                  "CUDA: fraction of the GPU's memory this server may fill (weights, scratch, KV cache); the KV "
+                  "pool gets what is left unless --kv-cache-memory is given")
+      ->check(CLI::Range(0.01, 1.0));
   app->add_option("-t,--threads", f->threads, "CPU threads for the forward pass (0 = all cores)")
       ->check(CLI::Range(0, 1024));
   app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
@@ -104,7 +112,8 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
       ->check(CLI::IsMember(kKvDtypes));
   app->add_option("--block-size", f->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
   app->add_option("--kv-cache-memory", f->kv_cache_memory,
-                  "KV pool size, e.g. 2GiB (default: the smaller of 1 GiB and max-num-seqs x max-model-len)")
+                  "KV pool size, e.g. 2GiB (default: CPU the smaller of 1 GiB and max-num-seqs x max-model-len; "
+                  "CUDA what --gpu-memory-utilization leaves)")
       ->transform(CLI::AsSizeValue(false));
   app->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->check(CLI::Range(1, 4096));
   app->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
@@ -139,6 +148,12 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   const ModelConfig& mc = model.config();
   EnginePlan plan;
   EngineConfig& c = plan.config;
+  if (f.device == "cuda" && !CudaDeviceAvailable()) {
+    return UnavailableError("--device cuda: " + CudaUnavailableReason());
+  }
+  plan.device = f.device == "cpu" || (f.device == "auto" && !CudaDeviceAvailable()) ? "cpu" : "cuda";
+  plan.kv_cache_memory = f.kv_cache_memory;
+  plan.gpu_memory_utilization = f.gpu_memory_utilization;
   c.max_num_seqs = f.max_num_seqs;
   c.max_num_batched_tokens = f.max_num_batched_tokens;
   c.max_queued_requests = f.max_queued_requests;
@@ -166,6 +181,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   }
 
   int max_len = f.max_model_len > 0 ? f.max_model_len : mc.context_length;
+  plan.requested_max_model_len = max_len;
   plan.block_bytes = spec->block_bytes();
   uint64_t memory = f.kv_cache_memory;
   if (memory == 0) {
@@ -192,15 +208,34 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   return plan;
 }
 
-StatusOr<std::unique_ptr<Engine>> CreateEngine(const EnginePlan& plan, std::shared_ptr<const Model> model) {
-  const EngineConfig& c = plan.config;
-  CpuBackendOptions backend;
-  backend.num_threads = plan.num_threads;
-  backend.limits.max_num_tokens = c.max_num_batched_tokens;
-  backend.limits.max_num_seqs = c.max_num_seqs;
-  backend.limits.max_logits = c.max_num_seqs;
-  auto cpu = std::make_unique<CpuBackend>(*model, backend);
-  return Engine::Create(c, std::move(model), std::move(cpu));
+StatusOr<std::unique_ptr<Engine>> CreateEngine(EnginePlan* plan, std::shared_ptr<const Model> model) {
+  EngineConfig& c = plan->config;
+  BackendLimits limits;
+  limits.max_num_tokens = c.max_num_batched_tokens;
+  limits.max_num_seqs = c.max_num_seqs;
+  limits.max_logits = c.max_num_seqs;
+  if (plan->device == "cpu") {
+    CpuBackendOptions backend;
+    backend.num_threads = plan->num_threads;
+    backend.limits = limits;
+    auto cpu = std::make_unique<CpuBackend>(*model, backend);
+    return Engine::Create(c, std::move(model), std::move(cpu));
+  }
+  CudaBackendOptions options;
+  options.limits = limits;
+  options.max_model_len = plan->requested_max_model_len;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cuda, CreateCudaBackend(*model, options));
+  // The pool: after the weights and scratch are on the device, so they count as used.
+  CudaKvBudget budget;
+  budget.gpu_memory_utilization = plan->gpu_memory_utilization;
+  budget.kv_cache_bytes = static_cast<int64_t>(std::min<uint64_t>(plan->kv_cache_memory, INT64_MAX));
+  ASSIGN_OR_RETURN(const int blocks, PlanCudaKvBlocks(plan->block_bytes, budget));
+  if (blocks < 2) return ResourceExhaustedError("the GPU has room for fewer than 2 KV blocks");
+  c.num_blocks = blocks;
+  c.max_model_len = static_cast<int>(
+      std::min<int64_t>(plan->requested_max_model_len, int64_t{blocks} * c.kv.block_size));
+  plan->kv_bytes = static_cast<uint64_t>(blocks) * plan->block_bytes;
+  return Engine::Create(c, std::move(model), std::move(cuda));
 }
 
 }  // namespace kvserve

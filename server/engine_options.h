@@ -1,11 +1,16 @@
 // Engine and KV-cache flags shared by the commands that build an Engine (serve; generate and
 // bench later): binding them to a CLI11 app, and turning them plus a loaded model into an
-// EngineConfig, a CPU backend and a running Engine.
+// EngineConfig, a backend (CPU or CUDA) and a running Engine.
 //
-// KV pool sizing: --kv-cache-memory bytes, or by default the smaller of 1 GiB and enough for
-// max-num-seqs sequences of max-model-len tokens. The effective max-model-len is the flag
-// (default: the model's context length) capped at what the pool holds, so every admitted
-// sequence fits. --host-offload-memory sizes the host tier in the same block size.
+// Device: --device auto (the default) picks cuda when a usable CUDA device is present, else
+// cpu; --device cuda fails with the reason when there is none.
+//
+// KV pool sizing: --kv-cache-memory bytes when given. Otherwise, on the CPU, the smaller of
+// 1 GiB and enough for max-num-seqs sequences of max-model-len tokens; on CUDA, what
+// --gpu-memory-utilization of the device leaves after the weights and scratch (vLLM's rule,
+// PlanCudaKvBlocks). The effective max-model-len is the flag (default: the model's context
+// length) capped at what the pool holds, so every admitted sequence fits.
+// --host-offload-memory sizes the host tier in the same block size.
 //
 // Main thread only (flag parsing and start-up).
 #pragma once
@@ -28,6 +33,8 @@ namespace kvserve {
 
 struct EngineFlags {
   std::string model = "synthetic:150m";
+  std::string device = "auto";        // auto | cpu | cuda
+  double gpu_memory_utilization = 0.9;
   int threads = 0;                    // 0: all cores
   std::string kv_dtype = "f16";
   std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
@@ -62,13 +69,19 @@ void AddEngineOptions(CLI::App* app, EngineFlags* flags);
 // What PlanEngine decided, for the start-up log.
 struct EnginePlan {
   EngineConfig config;
+  std::string device;             // "cpu" or "cuda" (--device auto resolved)
+  int requested_max_model_len = 0;  // before capping at the pool (the CUDA backend's scratch)
+  uint64_t kv_cache_memory = 0;     // --kv-cache-memory (0: the device's default rule)
+  double gpu_memory_utilization = 0.9;
   int num_threads = 0;
   size_t block_bytes = 0;
   uint64_t kv_bytes = 0;
   std::string kv_description;  // KvSpec::Describe()
 };
 
-// Validates the flags against `model` and sizes the KV pool. INVALID_ARGUMENT names the flag.
+// Validates the flags against `model`, resolves the device and sizes the KV pool (on CUDA a
+// first estimate: CreateEngine sizes it from the device's free memory). INVALID_ARGUMENT
+// names the flag; --device cuda without a usable device: UNAVAILABLE with the reason.
 [[nodiscard]] StatusOr<EnginePlan> PlanEngine(const EngineFlags& flags, const Model& model);
 
 // Fault injection for tests: "N" (the N-th forward pass, from 0), "N-M" (inclusive), "N-"
@@ -76,8 +89,8 @@ struct EnginePlan {
 // EngineConfig::fail_forward_for_test; INVALID_ARGUMENT for a malformed spec.
 [[nodiscard]] StatusOr<std::function<bool(int64_t)>> ParseForwardFaultSpec(std::string_view spec);
 
-// PlanEngine + CpuBackend + Engine::Create.
-[[nodiscard]] StatusOr<std::unique_ptr<Engine>> CreateEngine(const EnginePlan& plan,
-                                                             std::shared_ptr<const Model> model);
+// The plan's backend (CpuBackend, or CudaBackend with the pool sized on the device, which
+// updates plan->config.num_blocks, max_model_len and plan->kv_bytes) + Engine::Create.
+[[nodiscard]] StatusOr<std::unique_ptr<Engine>> CreateEngine(EnginePlan* plan, std::shared_ptr<const Model> model);
 
 }  // namespace kvserve

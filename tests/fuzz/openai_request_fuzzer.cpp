@@ -42,6 +42,7 @@ World& TheWorld() {
     world->model = std::move(model).value();
     EngineFlags flags;
     flags.model = "synthetic:tiny";
+    flags.device = "cpu";
     flags.threads = 1;
     flags.max_num_seqs = 16;
     flags.max_num_batched_tokens = 256;
@@ -50,7 +51,7 @@ World& TheWorld() {
     StatusOr<EnginePlan> plan = PlanEngine(flags, *world->model);
     FUZZ_CHECK(plan.ok());
     plan->config.verify_integrity_each_step = true;
-    StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(*plan, world->model);
+    StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, world->model);
     FUZZ_CHECK(engine.ok());
     world->engine = std::move(engine).value();
     world->ctx.engine = world->engine.get();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/backend/cuda/cuda_backend.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -74,13 +75,33 @@ TEST_F(EngineOptionsTest, KvKeepAndFlagErrors) {
   EXPECT_GT(plan->config.num_host_blocks, 0);
 }
 
+TEST_F(EngineOptionsTest, DeviceIsResolved) {
+  EngineFlags f;
+  f.device = "cpu";
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->device, "cpu");
+  f.device = "auto";
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->device, CudaDeviceAvailable() ? "cuda" : "cpu");
+  if (!CudaDeviceAvailable()) {
+    // Asking for CUDA where there is none names the reason instead of falling back silently.
+    f.device = "cuda";
+    plan = PlanEngine(f, *model_);
+    EXPECT_EQ(plan.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(plan.status().message().find(CudaUnavailableReason()), std::string::npos) << plan.status().message();
+  }
+}
+
 TEST_F(EngineOptionsTest, CreateEngineServes) {
   EngineFlags f;
+  f.device = "cpu";
   f.max_num_seqs = 2;
   f.threads = 1;
   StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
   ASSERT_TRUE(plan.ok());
-  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(*plan, model_);
+  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model_);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   testing::RunResult r = testing::RunRequest(**engine, testing::Greedy({1, 400}, 4));
   EXPECT_TRUE(r.status.ok());
