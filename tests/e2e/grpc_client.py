@@ -67,10 +67,13 @@ def main():
     health = channel.unary_unary("/grpc.health.v1.Health/Check")
     check(health(b"", timeout=10) == b"\x08\x01", "health is not SERVING")
 
-    # Streaming: text deltas per choice, the finish reason on the last, usage at the end.
+    # Streaming: text deltas per choice, the finish reason on the last, usage at the end. The
+    # server coalesces the tokens produced while a write is in flight into one message, and a
+    # tiny model makes 32 tokens in a few ms, so ask for enough tokens to see several messages.
+    n = 400
     request = pb.GenerateRequest(
         prompt="Once upon a time",
-        sampling=pb.SamplingOptions(max_tokens=32, temperature=0, ignore_eos=True))
+        sampling=pb.SamplingOptions(max_tokens=n, temperature=0, ignore_eos=True))
     text, tokens, messages, finish, usage = "", [], 0, None, None
     for message in stub.GenerateStream(request, metadata=auth, timeout=60):
         for delta in message.choices:
@@ -81,11 +84,11 @@ def main():
         if message.HasField("usage"):
             usage = message.usage
         messages += 1
-    check(len(tokens) == 32, f"streamed {len(tokens)} tokens, wanted 32")
+    check(len(tokens) == n, f"streamed {len(tokens)} tokens, wanted {n}")
     check(messages > 2, f"only {messages} stream messages")
     check(finish == pb.FINISH_REASON_LENGTH, f"finish reason {finish}")
-    check(usage is not None and usage.completion_tokens == 32, f"usage {usage}")
-    print(f"stream: {messages} messages, {len(tokens)} tokens: {text!r}")
+    check(usage is not None and usage.completion_tokens == n, f"usage {usage}")
+    print(f"stream: {messages} messages, {len(tokens)} tokens: {text[:60]!r}...")
 
     unary = stub.Generate(request, metadata=auth, timeout=60)
     check(unary.choices[0].text == text, "unary text differs from the streamed text")
