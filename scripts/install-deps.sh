@@ -5,6 +5,8 @@
 #                                    Prometheus (and promtool), Python gRPC/YAML for the clients,
 #                                    curl, and the official OpenAI SDK from the npm registry
 #                                    (when npm is installed; otherwise that one test is skipped)
+#   scripts/install-deps.sh --fuzz   also clang-14 and its libFuzzer/OpenMP runtimes for the
+#                                    fuzz build (tests/fuzz/run.sh --build)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
@@ -12,6 +14,9 @@ apt-get install -y build-essential cmake ninja-build pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libboost-dev libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev \
   libopenblas-openmp-dev libgtest-dev libbenchmark-dev libssl-dev libpcre2-dev
+if [ "${1:-}" = "--fuzz" ]; then
+  apt-get install -y --no-install-recommends clang-14 libclang-rt-14-dev libomp-14-dev
+fi
 if [ "${1:-}" = "--test" ]; then
   apt-get install -y --no-install-recommends prometheus python3-grpcio python3-protobuf python3-yaml curl
   if command -v npm >/dev/null 2>&1; then
