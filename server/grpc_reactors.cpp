@@ -31,6 +31,29 @@ void LogGrpcCall(const GrpcCallInfo& info, const grpc::Status& status, const Req
             {"duration_ms", ms}});
 }
 
+namespace {
+
+// The common end of a reactor's OnDone: the listener can no longer reach it, and a request
+// that is still running (the call ended first) is aborted so its blocks are freed.
+template <typename Reactor>
+void DetachReactor(ReactorLink<Reactor>& link, const GrpcCallInfo& info, RequestStream& stream) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(link.mu);
+    link.reactor = nullptr;
+  }
+  if (!stream.done()) info.engine->Abort(stream.id());
+  stream.SetListener(nullptr);
+}
+
+// LogGrpcCall with the usage when the request finished.
+void LogFinishedCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestStream& stream) {
+  const bool done = stream.done();  // before usage(): a finished request's usage is final
+  const RequestUsage usage = stream.usage();
+  LogGrpcCall(info, status, done ? &usage : nullptr);
+}
+
+}  // namespace
+
 // ------------------------------------------------------------------ streaming
 
 GenerationStreamReactor::GenerationStreamReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream)
@@ -107,22 +130,14 @@ void GenerationStreamReactor::OnCancel() {
 }
 
 void GenerationStreamReactor::OnDone() {
-  const std::shared_ptr<Link> link = link_;
-  {
-    std::lock_guard<std::recursive_mutex> lock(link->mu);
-    link->reactor = nullptr;
-  }
-  if (!stream_->done()) info_.engine->Abort(stream_->id());
-  stream_->SetListener(nullptr);
+  DetachReactor(*link_, info_, *stream_);
   delete this;
 }
 
 void GenerationStreamReactor::FinishCall(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  const bool done = stream_->done();
-  const RequestUsage usage = stream_->usage();
-  LogGrpcCall(info_, status, done ? &usage : nullptr);
+  LogFinishedCall(info_, status, *stream_);
   Finish(status);
 }
 
@@ -169,22 +184,14 @@ void GenerationUnaryReactor::OnCancel() {
 }
 
 void GenerationUnaryReactor::OnDone() {
-  const std::shared_ptr<Link> link = link_;
-  {
-    std::lock_guard<std::recursive_mutex> lock(link->mu);
-    link->reactor = nullptr;
-  }
-  if (!stream_->done()) info_.engine->Abort(stream_->id());
-  stream_->SetListener(nullptr);
+  DetachReactor(*link_, info_, *stream_);
   delete this;
 }
 
 void GenerationUnaryReactor::FinishCall(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  const bool done = stream_->done();
-  const RequestUsage usage = stream_->usage();
-  LogGrpcCall(info_, status, done ? &usage : nullptr);
+  LogFinishedCall(info_, status, *stream_);
   Finish(status);
 }
 

@@ -42,6 +42,13 @@ grpc::Status ToGrpcStatus(const Status& status);
 // Logs one line for a finished generation call (id, method, peer, code, usage, duration).
 void LogGrpcCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestUsage* usage);
 
+// What a reactor's listener reaches it through; OnDone clears `reactor` under `mu`.
+template <typename Reactor>
+struct ReactorLink {
+  std::recursive_mutex mu;
+  Reactor* reactor = nullptr;
+};
+
 class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
  public:
   // Creates the reactor (returned to gRPC by the method handler) and sets the stream's
@@ -53,10 +60,7 @@ class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::Genera
   void OnDone() override;
 
  private:
-  struct Link {
-    std::recursive_mutex mu;
-    GenerationStreamReactor* reactor = nullptr;
-  };
+  using Link = ReactorLink<GenerationStreamReactor>;
 
   GenerationStreamReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream);
   // REQUIRES: link_->mu held. Writes pending output, or finishes when the request is over.
@@ -85,10 +89,7 @@ class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override;
 
  private:
-  struct Link {
-    std::recursive_mutex mu;
-    GenerationUnaryReactor* reactor = nullptr;
-  };
+  using Link = ReactorLink<GenerationUnaryReactor>;
 
   GenerationUnaryReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream, v1::GenerateResponse* response);
   // REQUIRES: link_->mu held. Collects output; finishes when the request is over.
