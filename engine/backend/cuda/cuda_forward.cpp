@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/validate_batch.h"
 
 namespace kvserve {
 namespace {
@@ -41,53 +42,14 @@ int BlockBucket(int blocks, int cap) {
 }  // namespace
 
 Status CudaBackend::Impl::ValidateBatch(const ForwardBatch& b) const {
-  const int T = b.num_tokens();
-  const int S = b.num_seqs();
-  const BackendLimits& lim = options.limits;
-  if (T <= 0 || T > lim.max_num_tokens) {
-    return InvalidArgumentError(fmt::format("batch of {} tokens outside [1, {}]", T, lim.max_num_tokens));
-  }
-  if (S <= 0 || S > lim.max_num_seqs || b.num_logits() > lim.max_logits) {
-    return InvalidArgumentError("batch has too many sequences or logits rows");
-  }
-  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
-      b.query_start.size() != static_cast<size_t>(S + 1) || b.query_start[0] != 0 || b.query_start[S] != T ||
-      b.max_blocks_per_seq < 0 || b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq) {
-    return InvalidArgumentError("batch arrays have inconsistent sizes");
-  }
+  RETURN_IF_ERROR(ValidateForwardBatch(b, options.limits, config.vocab_size, num_blocks, spec->block_size()));
+  // The scratch and the graph buckets are sized for max_model_len.
   const int bs = spec->block_size();
-  for (int i = 0; i < T; ++i) {
-    if (b.token_ids[i] < 0 || b.token_ids[i] >= config.vocab_size) {
-      return InvalidArgumentError(fmt::format("token id {} outside the vocabulary", b.token_ids[i]));
-    }
-    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= static_cast<int64_t>(num_blocks) * bs) {
-      return InvalidArgumentError(fmt::format("slot {} outside the KV cache", b.slot_mapping[i]));
-    }
-  }
-  for (int s = 0; s < S; ++s) {
-    if (b.query_start[s + 1] <= b.query_start[s]) return InvalidArgumentError("empty sequence in batch");
-    const int last = b.positions[b.query_start[s + 1] - 1];
-    if (b.seq_lens[s] != last + 1 || b.seq_lens[s] > b.max_blocks_per_seq * bs) {
-      return InvalidArgumentError("sequence length does not match positions or block table");
-    }
-    const int used = (b.seq_lens[s] + bs - 1) / bs;
-    if (used > max_blocks_cap) {
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    if ((b.seq_lens[s] + bs - 1) / bs > max_blocks_cap) {
       return InvalidArgumentError(fmt::format("sequence of {} tokens beyond max_model_len {}", b.seq_lens[s],
                                               max_model_len));
     }
-    for (int j = 0; j < used; ++j) {
-      const int32_t block = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
-      if (block < 0 || block >= num_blocks) {
-        return InvalidArgumentError(fmt::format("block table entry {} out of range", block));
-      }
-    }
-    for (int i = b.query_start[s]; i < b.query_start[s + 1]; ++i) {
-      if (b.positions[i] < 0 || b.positions[i] > last) return InvalidArgumentError("bad position");
-    }
-  }
-  if (b.num_logits() > T) return InvalidArgumentError("more logits rows than tokens");
-  for (int32_t idx : b.logits_indices) {
-    if (idx < 0 || idx >= T) return InvalidArgumentError("logits index out of range");
   }
   return OkStatus();
 }
