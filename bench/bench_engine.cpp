@@ -7,6 +7,10 @@
 //   bench_engine profile [--model SPEC]... [--threads N]
 //       Where a step's time goes at 1 and 16 concurrent streams (scheduling, batch building,
 //       forward by operation, sampling, detokenizing, publishing).
+//   bench_engine sessions [--model SPEC]... [--threads N]
+//       A 16-turn chat (each turn resends the whole history plus a new user line and gets 32
+//       tokens): time to first token per turn with a server-side session against the same
+//       turns without one (prefix caching off), so the history is prefilled again each turn.
 //   bench_engine tradeoff [--model SPEC]... [--threads N]
 //       KV cache vs no cache (every token recomputes the whole sequence) for prompt lengths
 //       16 ... 4096: time per generated token, total time, speedup.
@@ -156,6 +160,51 @@ Timing Generate(Engine& engine, const std::vector<int32_t>& prompt, int n) {
   return {(u.duration_s - u.time_to_first_token_s) / (n - 1), u.duration_s};
 }
 
+void Sessions(const std::string& spec, std::shared_ptr<const Model> model, int threads) {
+  constexpr int kTurns = 16, kAnswer = 32;
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> line = tok.Encode(" Then the little dog said hello to the cat again.", false);
+  EngineConfig config = BaseConfig(*model, model->config().context_length);
+  config.max_num_batched_tokens = 4096;  // each prefill in one step, as a fair single-stream figure
+  config.enable_prefix_caching = false;  // the session alone keeps the history
+  config.max_num_seqs = 4;
+  config.num_blocks = 4 * ((config.max_model_len + 15) / 16) + 16;
+  auto with = MakeEngine(model, config, threads);
+  auto without = MakeEngine(model, config, threads);
+  std::printf("\n### %s (%d threads): TTFT per turn, %d answer tokens per turn\n\n", spec.c_str(), threads, kAnswer);
+  std::printf("| turn | history tokens | TTFT ms with session | prefilled tokens | TTFT ms without | prefilled tokens |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  std::vector<int32_t> history = tok.Encode(kPrompt, true);
+  for (int turn = 1; turn <= kTurns; ++turn) {
+    if (static_cast<int>(history.size()) + kAnswer > config.max_model_len) break;
+    RequestUsage u[2];
+    std::vector<int32_t> answer;
+    for (int side = 0; side < 2; ++side) {
+      GenerationRequest r;
+      r.prompt_tokens = history;
+      r.sampling.temperature = 0;
+      r.sampling.max_tokens = kAnswer;
+      r.sampling.ignore_eos = true;
+      if (side == 0) r.session_id = "bench";
+      auto stream = (side == 0 ? *with : *without).Submit(r);
+      CHECK(stream.ok()) << stream.status().ToString();
+      std::vector<StreamDelta> deltas;
+      answer.clear();
+      while ((*stream)->Next(&deltas)) {
+        for (const StreamDelta& d : deltas) answer.insert(answer.end(), d.token_ids.begin(), d.token_ids.end());
+        deltas.clear();
+      }
+      u[side] = (*stream)->usage();
+    }
+    std::printf("| %d | %zu | %.2f | %d | %.2f | %d |\n", turn, history.size(), 1e3 * u[0].time_to_first_token_s,
+                u[0].prompt_tokens - u[0].cached_prompt_tokens, 1e3 * u[1].time_to_first_token_s,
+                u[1].prompt_tokens - u[1].cached_prompt_tokens);
+    std::fflush(stdout);
+    history.insert(history.end(), answer.begin(), answer.end());
+    history.insert(history.end(), line.begin(), line.end());
+  }
+}
+
 void Tradeoff(const std::string& spec, std::shared_ptr<const Model> model, int threads) {
   const int max_len = model->config().context_length;
   constexpr int kGenerated = 16;
@@ -186,8 +235,8 @@ void Tradeoff(const std::string& spec, std::shared_ptr<const Model> model, int t
 
 int Main(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "throughput") != 0 && std::strcmp(argv[1], "tradeoff") != 0 &&
-                    std::strcmp(argv[1], "profile") != 0)) {
-    std::fprintf(stderr, "usage: bench_engine throughput|tradeoff|profile [--model SPEC]... [--threads N]\n");
+                    std::strcmp(argv[1], "profile") != 0 && std::strcmp(argv[1], "sessions") != 0)) {
+    std::fprintf(stderr, "usage: bench_engine throughput|tradeoff|profile|sessions [--model SPEC]... [--threads N]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -209,6 +258,8 @@ int Main(int argc, char** argv) {
       Throughput(spec, shared, threads);
     } else if (mode == "profile") {
       Profile(spec, shared, threads);
+    } else if (mode == "sessions") {
+      Sessions(spec, shared, threads);
     } else {
       Tradeoff(spec, shared, threads);
     }
