@@ -13,7 +13,7 @@ apt-get update
 apt-get install -y build-essential cmake ninja-build pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libboost-dev libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev \
-  libopenblas-openmp-dev libgtest-dev libbenchmark-dev libssl-dev libpcre2-dev
+  libopenblas-openmp-dev libdnnl-dev libgtest-dev libbenchmark-dev libssl-dev libpcre2-dev
 if [ "${1:-}" = "--fuzz" ]; then
   apt-get install -y --no-install-recommends clang-14 libclang-rt-14-dev libomp-14-dev
 fi
