@@ -9,6 +9,10 @@
 # runtime mounts them from the host. Any other library that ldd cannot find, or that no
 # package owns, is an error (exit 1), so an image build stops here rather than at run time.
 #
+# RUNTIME_PACKAGES_IGNORE (a regex of library paths) leaves libraries out that the runtime
+# image provides by other means; the deploy test sets it to ^/usr/local/cuda, where machines
+# with NVIDIA's tarball toolkit keep libraries no package owns.
+#
 #   runtime-packages.sh BINARY
 set -euo pipefail
 binary=${1:?usage: runtime-packages.sh BINARY}
@@ -26,6 +30,7 @@ while read -r first second third _; do
     echo "runtime-packages.sh: $binary needs $first, which ldd cannot find" >&2
     status=1
   elif [[ "$second" == "=>" && "$third" == /* ]]; then
+    [[ -n "${RUNTIME_PACKAGES_IGNORE:-}" && "$third" =~ $RUNTIME_PACKAGES_IGNORE ]] && continue
     [[ "$first" =~ $driver_lib ]] || libs+=("$third")
   elif [[ "$first" == /* ]]; then
     libs+=("$first")
