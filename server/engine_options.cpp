@@ -107,7 +107,7 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
       ->check(CLI::Range(0, 1024));
   app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
   app->add_option("--kv-keep", f->kv_keep,
-                  "Layered precision: layers (or layer:head pairs) kept at --kv-keep-dtype, e.g. 0,1,31");
+                  "Layered precision: layers or KV heads kept at --kv-keep-dtype: layers=0,1 or heads=0:2,5:1");
   app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
       ->check(CLI::IsMember(kKvDtypes));
   app->add_option("--block-size", f->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
