@@ -22,7 +22,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +31,7 @@
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/weights.h"
 #include "engine/model_runner.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -413,16 +413,7 @@ int Main(int argc, char** argv) {
     md += g;
   }
   if (probe.sink() == 42) std::printf(" ");  // keeps the sums alive
-  if (!o.output.empty()) {
-    std::ofstream out(o.output);
-    out << md;
-    if (!out) {
-      std::fprintf(stderr, "cannot write %s\n", o.output.c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "wrote %s\n", o.output.c_str());
-  }
-  return 0;
+  return bench_report::WriteMarkdown(o.output, md);
 }
 
 }  // namespace

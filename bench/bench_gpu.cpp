@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -25,6 +24,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -301,15 +301,7 @@ int Run(const Args& args) {
         "KV cache at the mean context) / measured bandwidth, divided by the measured step time.\n\n";
   for (const std::string& n : notes) md << "- " << n << "\n";
   std::printf("%s", md.str().c_str());
-  if (!args.out.empty()) {
-    std::ofstream f(args.out);
-    f << md.str();
-    if (!f) {
-      std::fprintf(stderr, "cannot write %s\n", args.out.c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return bench_report::WriteMarkdown(args.out, md.str());
 }
 
 }  // namespace

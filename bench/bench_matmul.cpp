@@ -23,7 +23,6 @@
 #include <cstring>
 #include <ctime>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -32,6 +31,7 @@
 
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/weights.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -380,16 +380,7 @@ int Main(int argc, char** argv) {
   const std::string body = table + summary + notes;
   std::printf("%s", body.c_str());
   md += body;
-  if (!o.output.empty()) {
-    std::ofstream out(o.output);
-    out << md;
-    if (!out) {
-      std::fprintf(stderr, "cannot write %s\n", o.output.c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "wrote %s\n", o.output.c_str());
-  }
-  return 0;
+  return bench_report::WriteMarkdown(o.output, md);
 }
 
 }  // namespace

@@ -6,8 +6,6 @@
 //
 //   bench_kv_memory [--output FILE]
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "engine/model/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -142,17 +141,7 @@ std::string Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  std::string output;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--output" && i + 1 < argc) output = argv[++i];
-  }
-  std::string text = "# KV cache memory per token and per sequence\n\nCommand: `" + std::string(argv[0]);
-  if (!output.empty()) text += " --output " + output;
-  text += "`\n\n" + kvserve::Run();
-  if (output.empty()) {
-    std::cout << text;
-  } else {
-    std::ofstream(output) << text;
-  }
-  return 0;
+  namespace report = kvserve::bench_report;
+  const std::string output = report::OutputFlag(argc, argv);
+  return report::Emit(output, report::Heading("KV cache memory per token and per sequence", argv[0], output) + kvserve::Run());
 }

@@ -10,8 +10,6 @@
 //
 //   bench_kv_quality [--output FILE]
 #include <algorithm>
-#include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/kv_sensitivity.h"
 #include "engine/model_runner.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -234,17 +233,7 @@ std::string Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  std::string output;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--output" && i + 1 < argc) output = argv[++i];
-  }
-  std::string text = "# KV cache dtypes: quality against an F32 KV cache\n\nCommand: `" + std::string(argv[0]);
-  if (!output.empty()) text += " --output " + output;
-  text += "`\n\n" + kvserve::Run();
-  if (output.empty()) {
-    std::cout << text;
-  } else {
-    std::ofstream(output) << text;
-  }
-  return 0;
+  namespace report = kvserve::bench_report;
+  const std::string output = report::OutputFlag(argc, argv);
+  return report::Emit(output, report::Heading("KV cache dtypes: quality against an F32 KV cache", argv[0], output) + kvserve::Run());
 }

@@ -12,7 +12,6 @@
 //   bench_kv_window [--output FILE]
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -24,6 +23,7 @@
 #include "cache/kv_cache_manager.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/model_runner.h"
+#include "bench/bench_report.h"
 
 namespace kvserve {
 namespace {
@@ -209,23 +209,13 @@ std::string Run(const Model& model) {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  std::string output;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--output" && i + 1 < argc) output = argv[++i];
-  }
+  namespace report = kvserve::bench_report;
+  const std::string output = report::OutputFlag(argc, argv);
   auto model = kvserve::Model::Load(std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf");
   if (!model.ok()) {
     std::cerr << model.status().ToString() << "\n";
     return 1;
   }
-  std::string text = "# Sliding window with attention sinks: stories260K at 10x its training window\n\nCommand: `" +
-                     std::string(argv[0]);
-  if (!output.empty()) text += " --output " + output;
-  text += "`\n\n" + kvserve::Run(**model);
-  if (output.empty()) {
-    std::cout << text;
-  } else {
-    std::ofstream(output) << text;
-  }
-  return 0;
+  return report::Emit(output, report::Heading("Sliding window with attention sinks: stories260K at 10x its training "
+                                              "window", argv[0], output) + kvserve::Run(**model));
 }

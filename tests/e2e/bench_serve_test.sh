@@ -29,30 +29,20 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-fail() { echo "FAIL: $*"; exit 1; }
-# stop PID SECONDS: SIGTERM, then SIGKILL after SECONDS; returns the exit status.
-stop() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  kill -TERM "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  local rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  return $rc
-}
 
 "$KVSERVE" serve --model "$MODEL" --host 127.0.0.1 --http-port 0 --grpc-port -1 \
   >"$WORK/serve.out" 2>"$WORK/serve.err" &
 SERVE_PID=$!
-http_port() { grep -s -o 'HTTP on http://127.0.0.1:[0-9]*' "$WORK/serve.out" | grep -o '[0-9]*$'; }
 deadline=$((SECONDS + 60))
-until http_port >/dev/null; do
+until http_port "$WORK/serve.out" >/dev/null; do
   (( SECONDS < deadline )) || fail "kvserve did not print its HTTP port"
   kill -0 "$SERVE_PID" 2>/dev/null || fail "kvserve exited early"
   sleep 0.1
 done
-URL="http://127.0.0.1:$(http_port)"
+URL="http://127.0.0.1:$(http_port "$WORK/serve.out")"
 
 # 1. Streamed completions; --wait-ready polls /v1/models while the model loads.
 "$KVSERVE" bench-serve --url "$URL" --wait-ready 120 --concurrency 4 --num-requests 20 --max-tokens 16 \

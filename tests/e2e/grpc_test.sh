@@ -32,25 +32,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-# stop PID SECONDS: SIGTERM, then SIGKILL after SECONDS; returns the exit status (137 when
-# it had to be killed).
-stop() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  kill -TERM "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  local rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  return $rc
-}
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    (( SECONDS < deadline )) || return 1
-    sleep 0.2
-  done
-}
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 protoc -I "$PROTO_DIR" --python_out="$WORK" --grpc_python_out="$WORK" \
   --plugin=protoc-gen-grpc_python="$PLUGIN" "$PROTO_DIR/kvserve/v1/generation.proto"

@@ -32,36 +32,16 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-fail() { echo "FAIL: $*"; exit 1; }
-# stop PID SECONDS: SIGTERM, then SIGKILL after SECONDS; returns the exit status (137 when
-# it had to be killed).
-stop() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  kill -TERM "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  local rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  return $rc
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# Waits up to $1 seconds for the command "${@:2}" to succeed.
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    (( SECONDS < deadline )) || return 1
-    sleep 0.2
-  done
-}
 
 # 1. kvserve, HTTP on a free port (printed on stdout as "HTTP on http://HOST:PORT").
 "$KVSERVE" serve --model "$MODEL" --host 127.0.0.1 --http-port 0 --grpc-port -1 \
   >"$WORK/serve.out" 2>"$WORK/serve.err" &
 SERVE_PID=$!
-http_port() { grep -s -o 'HTTP on http://127.0.0.1:[0-9]*' "$WORK/serve.out" | grep -o '[0-9]*$'; }
-wait_for 60 http_port >/dev/null || fail "kvserve did not print its HTTP port"
-HTTP="http://127.0.0.1:$(http_port)"
+wait_for 60 http_port "$WORK/serve.out" >/dev/null || fail "kvserve did not print its HTTP port"
+HTTP="http://127.0.0.1:$(http_port "$WORK/serve.out")"
 ready() { [[ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$HTTP/ready")" == 200 ]]; }
 wait_for 120 ready || fail "kvserve never became ready"
 curl -sf --max-time 30 "$HTTP/metrics" >"$WORK/metrics.txt" || fail "GET /metrics failed"
