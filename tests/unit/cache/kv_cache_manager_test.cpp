@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/cache/cache_test_util.h"
+
 namespace kvserve {
 namespace {
+
+using cache_test::Blocks;
 
 KvSpec SmallSpec(int block_size = 4) {
   KvSpecConfig c;
@@ -12,11 +16,6 @@ KvSpec SmallSpec(int block_size = 4) {
   c.head_dim = 8;
   c.block_size = block_size;
   return *KvSpec::Create(c);
-}
-
-std::vector<BlockId> Blocks(const KvCacheManager& m, SeqId s) {
-  auto b = m.table(s).blocks();
-  return {b.begin(), b.end()};
 }
 
 TEST(KvCacheManager, AllocatesBlocksOnlyWhenTheTableIsFull) {

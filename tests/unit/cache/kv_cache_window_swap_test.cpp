@@ -2,12 +2,15 @@
 // exact block ids, token counts and counters.
 #include <gtest/gtest.h>
 
-#include <numeric>
 
 #include "cache/kv_cache_manager.h"
+#include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
 namespace {
+
+using cache_test::Blocks;
+using cache_test::Range;
 
 constexpr int kBlock = 4;
 
@@ -27,17 +30,6 @@ KvCacheManagerConfig Config(int num_blocks, int host_blocks = 0) {
   c.num_host_blocks = host_blocks;
   c.verify_each_operation = true;
   return c;
-}
-
-std::vector<BlockId> Blocks(const KvCacheManager& m, SeqId s) {
-  auto b = m.table(s).blocks();
-  return {b.begin(), b.end()};
-}
-
-std::vector<int32_t> Range(int32_t first, int n) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 int64_t Evicted(const KvCacheManager& m, EvictionReason r) { return m.stats().evicted_blocks[static_cast<int>(r)]; }

@@ -3,12 +3,15 @@
 // order of cached blocks, pins survive pressure.
 #include <gtest/gtest.h>
 
-#include <numeric>
 
 #include "cache/kv_cache_manager.h"
+#include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
 namespace {
+
+using cache_test::Blocks;
+using cache_test::Range;
 
 constexpr int kBlock = 4;
 
@@ -27,17 +30,6 @@ KvCacheManagerConfig Config(int num_blocks, PrefixHashFn hash = nullptr) {
   c.verify_each_operation = true;
   c.prefix_hash_for_test = hash;
   return c;
-}
-
-std::vector<BlockId> Blocks(const KvCacheManager& m, SeqId s) {
-  auto b = m.table(s).blocks();
-  return {b.begin(), b.end()};
-}
-
-std::vector<int32_t> Range(int32_t first, int n) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
 }
 
 // Runs a request the way the engine does: prefix lookup, allocate the rest, commit all.
