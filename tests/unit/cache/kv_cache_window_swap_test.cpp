@@ -2,7 +2,6 @@
 // exact block ids, token counts and counters.
 #include <gtest/gtest.h>
 
-
 #include "cache/kv_cache_manager.h"
 #include "tests/unit/cache/cache_test_util.h"
 

@@ -3,7 +3,6 @@
 // order of cached blocks, pins survive pressure.
 #include <gtest/gtest.h>
 
-
 #include "cache/kv_cache_manager.h"
 #include "tests/unit/cache/cache_test_util.h"
 
