@@ -16,9 +16,8 @@ bool ChatSessionStore::TruncateCache(SeqId seq, int num_tokens) {
   return copies && (copies->empty() || mover_.copy(*copies).ok());
 }
 
-const ChatSession* ChatSessionStore::Find(const std::string& id) const {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : &it->second;
+std::string ChatSessionStore::Key(const std::string& tenant, const std::string& id) {
+  return std::to_string(tenant.size()) + ":" + tenant + id;
 }
 
 void ChatSessionStore::ReleaseCache(ChatSession* s, bool count_eviction) {
@@ -43,12 +42,13 @@ void ChatSessionStore::DropLruWhile(const std::function<bool()>& over_limit, con
     }
     if (lru == nullptr) return;
     ReleaseCache(lru, true);
-    sessions_.erase(lru->id);
+    sessions_.erase(Key(lru->tenant, lru->id));
   }
 }
 
-Status ChatSessionStore::Attach(const std::string& id, const std::string& tenant, Sequence* seq) {
-  auto it = sessions_.find(id);
+Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id, Sequence* seq) {
+  const std::string key = Key(tenant, id);
+  auto it = sessions_.find(key);
   if (it == sessions_.end()) {
     DropLruWhile([&] {
       int n = 0;
@@ -62,12 +62,10 @@ Status ChatSessionStore::Attach(const std::string& id, const std::string& tenant
     ChatSession s;
     s.id = id;
     s.tenant = tenant;
-    it = sessions_.emplace(id, std::move(s)).first;
+    it = sessions_.emplace(key, std::move(s)).first;
   }
   ChatSession& s = it->second;
-  // Ownership first: another tenant must not learn that the session exists (or is busy).
-  if (s.tenant != tenant) return NotFoundError("unknown chat session '" + id + "'");
-  if (s.in_use) return FailedPreconditionError("chat session '" + id + "' is busy with another request");
+  if (s.in_use) return FailedPreconditionError("the chat session is busy with another request");
   s.in_use = true;
   s.last_used = Clock::now();
   seq->window = config_.window;
@@ -107,8 +105,8 @@ Status ChatSessionStore::Attach(const std::string& id, const std::string& tenant
   return OkStatus();
 }
 
-void ChatSessionStore::Detach(const std::string& id, Sequence* seq) {
-  auto it = sessions_.find(id);
+void ChatSessionStore::Detach(const std::string& tenant, const std::string& id, Sequence* seq) {
+  auto it = sessions_.find(Key(tenant, id));
   if (it == sessions_.end()) {
     if (seq->holds_cache) cache_->Free(seq->id);
     seq->holds_cache = false;
@@ -133,8 +131,8 @@ void ChatSessionStore::Detach(const std::string& id, Sequence* seq) {
   if (!TruncateCache(s.cache_seq, seq->cache_position())) ReleaseCache(&s, false);
 }
 
-void ChatSessionStore::Drop(const std::string& id) {
-  auto it = sessions_.find(id);
+void ChatSessionStore::Drop(const std::string& tenant, const std::string& id) {
+  auto it = sessions_.find(Key(tenant, id));
   if (it == sessions_.end() || it->second.in_use) return;
   ReleaseCache(&it->second, true);
   sessions_.erase(it);
@@ -153,8 +151,8 @@ bool ChatSessionStore::ReclaimOne() {
 
 void ChatSessionStore::Expire(Clock::time_point now) {
   const auto ttl = std::chrono::duration<double>(config_.ttl_seconds);
-  std::vector<std::string> expired;
-  for (auto& [id, s] : sessions_) {
+  std::vector<std::string> expired;  // keys
+  for (auto& [key, s] : sessions_) {
     if (s.in_use || now - s.last_used < ttl) continue;
     // First expiry: offload to the host tier when there is room; a second TTL drops it.
     if (s.has_cache && !s.swapped && now - s.last_used < 2 * ttl) {
@@ -165,12 +163,12 @@ void ChatSessionStore::Expire(Clock::time_point now) {
         }
       }
     }
-    if (!s.swapped || now - s.last_used >= 2 * ttl) expired.push_back(id);
+    if (!s.swapped || now - s.last_used >= 2 * ttl) expired.push_back(key);
   }
-  for (const std::string& id : expired) {
-    LOG_DEBUG("chat session {} expired", id);
-    ReleaseCache(&sessions_[id], true);
-    sessions_.erase(id);
+  for (const std::string& key : expired) {
+    LOG_DEBUG("a chat session of tenant '{}' expired", sessions_[key].tenant);
+    ReleaseCache(&sessions_[key], true);
+    sessions_.erase(key);
   }
 }
 

@@ -6,7 +6,11 @@
 // Sessions are bounded: at most `max_sessions` in all and `max_per_tenant` per tenant (least
 // recently used dropped first), idle ones expire after `ttl_seconds` (moved to the host tier
 // first when there is one), and under memory pressure the least recently used idle session
-// gives up its cache (it keeps its tokens; the next turn recomputes). Engine thread only.
+// gives up its cache (it keeps its tokens; the next turn recomputes).
+//
+// Sessions are named by (tenant, id): each tenant (API key) has its own namespace, so one
+// tenant can neither see, use, block nor drop another's session, and errors never echo ids.
+// Engine thread only.
 #pragma once
 
 #include <cstdint>
@@ -51,24 +55,26 @@ class ChatSessionStore {
   ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache,
                    std::function<SeqId()> next_seq_id, ByteMover mover);
 
-  // Prepares `seq` (a new request's first choice) to continue session `id`: creates the
-  // session if needed (dropping least recently used ones beyond the limits), and gives the
-  // sequence the session's cache for the longest reusable prefix of its prompt. Fails with
-  // FAILED_PRECONDITION if another request is using the session.
-  [[nodiscard]] Status Attach(const std::string& id, const std::string& tenant, Sequence* seq);
+  // Prepares `seq` (a new request's first choice) to continue tenant's session `id`: creates
+  // the session if needed (dropping least recently used ones beyond the limits), and gives
+  // the sequence the session's cache for the longest reusable prefix of its prompt. Fails
+  // with FAILED_PRECONDITION if another request is using the session, RESOURCE_EXHAUSTED when
+  // every session slot is busy.
+  [[nodiscard]] Status Attach(const std::string& tenant, const std::string& id, Sequence* seq);
   // Takes back the cache of `seq` (the session's request finished, failed or was aborted).
-  void Detach(const std::string& id, Sequence* seq);
+  void Detach(const std::string& tenant, const std::string& id, Sequence* seq);
   // Drops a session and frees its cache (no-op when unknown or in use).
-  void Drop(const std::string& id);
+  void Drop(const std::string& tenant, const std::string& id);
   // Frees the cache of the least recently used idle session; false when none holds one.
   bool ReclaimOne();
   // Applies the TTL: offloads or drops idle sessions.
   void Expire(Clock::time_point now);
 
   int size() const { return static_cast<int>(sessions_.size()); }
-  const ChatSession* Find(const std::string& id) const;
 
  private:
+  // The map key of (tenant, id): unambiguous for any bytes in either.
+  static std::string Key(const std::string& tenant, const std::string& id);
   void ReleaseCache(ChatSession* s, bool count_eviction);
   // Cuts the cache of `seq` to `num_tokens` positions; false if that needed a block copy for
   // which there was no room (the cache is then unchanged).
@@ -80,7 +86,7 @@ class ChatSessionStore {
   KvCacheManager* cache_;
   std::function<SeqId()> next_seq_id_;
   ByteMover mover_;
-  std::unordered_map<std::string, ChatSession> sessions_;
+  std::unordered_map<std::string, ChatSession> sessions_;  // by Key(tenant, id)
 };
 
 }  // namespace kvserve

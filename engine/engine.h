@@ -24,13 +24,33 @@
 
 namespace kvserve {
 
+// Switches that only tests set (never production): fault injection and self-checks.
+struct EngineTestHooks {
+  bool verify_integrity_each_step = false;  // CHECK the cache after every step
+  // Called on the engine thread before each forward pass with its index (0, 1, ... counting
+  // failed passes too); true makes that pass fail as a real backend error would (the batch's
+  // requests fail; kFaultAfterConsecutiveFailures in a row = fault). It may block (a test
+  // holding the engine inside a step).
+  std::function<bool(int64_t forward_index)> fail_forward;
+  // Called by Submit after validation, before the request enters the intake queue (a test
+  // widening a race window).
+  std::function<void()> before_enqueue;
+};
+
 struct EngineConfig {
   // Scheduling.
-  int max_num_seqs = 64;              // sequences per step
+  int max_num_seqs = 64;              // sequences per step (also logits rows per step)
   int max_num_batched_tokens = 512;   // tokens per step (prefill is chunked to fit)
   int max_model_len = 0;              // 0: the model's context length
-  int max_queued_requests = 1024;     // beyond: RESOURCE_EXHAUSTED
+  int max_queued_requests = 1024;     // waiting sequences + intake; beyond: RESOURCE_EXHAUSTED
   bool preempt_by_swap = false;       // swap to the host tier instead of recomputing
+  // Aging: a waiting request gains the whole priority range (kMinPriority..kMaxPriority) over
+  // this long, so none waits behind later arrivals for more than about this.
+  double aging_horizon_seconds = 60;
+  // After kFaultAfterConsecutiveFailures failed forward passes in a row the engine refuses
+  // new requests (UNAVAILABLE, unhealthy) for this long, then admits again; each further
+  // failure in a row doubles it (up to 60 s); one good pass clears it.
+  double fault_cooldown_seconds = 5;
   // KV cache.
   KvSpecConfig kv;                    // layers/heads/head_dim are filled from the model
   int num_blocks = 0;                 // pool size (the planner computes it from memory)
@@ -50,12 +70,10 @@ struct EngineConfig {
   bool recompute_every_token = false;
   // Where step time goes (nullable, not owned; must outlive the engine).
   Profiler* profiler = nullptr;
-  bool verify_integrity_each_step = false;  // tests: CHECK the cache after every step
-  // Tests only (fault injection, never set in production): called on the engine thread before
-  // each forward pass with its index (0, 1, ... counting failed passes too); true makes that
-  // pass fail as a real backend error would (the batch's requests fail; 3 in a row = fault).
-  std::function<bool(int64_t forward_index)> fail_forward_for_test;
+  EngineTestHooks test_hooks;
 };
+
+inline constexpr int kFaultAfterConsecutiveFailures = 3;
 
 class Engine {
  public:
@@ -67,14 +85,18 @@ class Engine {
   virtual ~Engine() = default;
 
   // Validates and enqueues. Errors: INVALID_ARGUMENT (bad parameters, token ids outside the
-  // vocabulary, empty prompt), OUT_OF_RANGE (prompt + max_tokens beyond the context, unless
-  // the request's chat session uses a sliding window), RESOURCE_EXHAUSTED (queue full, too
-  // many sessions), UNAVAILABLE (draining or stopped).
+  // vocabulary, empty prompt, n outside [1, min(kMaxChoices, max_num_seqs)], a session id
+  // longer than kMaxSessionIdBytes, prompt logprobs with a session), OUT_OF_RANGE (prompt +
+  // max_tokens beyond the context, unless the request's chat session uses a sliding window),
+  // RESOURCE_EXHAUSTED (queue full, too many sessions), UNAVAILABLE (draining, stopped or
+  // cooling down after a fault). The priority is clamped to [kMinPriority, kMaxPriority].
+  // Every accepted request's stream finishes, whatever happens next (Stop included).
   [[nodiscard]] virtual StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) = 0;
   // Aborts a request; its blocks are freed within one step. Unknown ids are ignored.
   virtual void Abort(uint64_t request_id) = 0;
-  // Forgets a chat session and frees its cache.
-  virtual void DropSession(const std::string& session_id) = 0;
+  // Forgets tenant's chat session `session_id` and frees its cache (sessions live in one
+  // namespace per tenant).
+  virtual void DropSession(const std::string& tenant, const std::string& session_id) = 0;
 
   // Latest snapshot (copied under a lock; cheap).
   [[nodiscard]] virtual EngineStats GetStats() const = 0;
@@ -83,8 +105,12 @@ class Engine {
   virtual int Drain(double grace_seconds) = 0;
   // Stops the engine thread, aborting everything.
   virtual void Stop() = 0;
-  // True while the engine thread makes progress (false after a persistent fault or a stall).
+  // True while the engine thread makes progress (false while cooling down after a fault, or
+  // during a stall).
   [[nodiscard]] virtual bool Healthy() const = 0;
+  // True when Submit would take a well-formed request now: healthy, not draining or stopped,
+  // and the queue below max_queued_requests (what /ready reports).
+  [[nodiscard]] virtual bool AcceptingRequests() const = 0;
   // Runs KvCacheManager::VerifyIntegrity() on the engine thread between two steps and waits
   // for it (debug endpoints, soak tests). `stats` (nullable) receives the cache snapshot
   // taken at the same moment. UNAVAILABLE when the engine is stopped or the check did not

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "common/log.h"
 
@@ -14,9 +16,8 @@ int64_t NowNs() {
 }
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-constexpr int kMaxChoices = 16;
-constexpr int kFaultAfterConsecutiveFailures = 3;
 constexpr double kStallSeconds = 30.0;
+constexpr double kMaxFaultCooldownSeconds = 60.0;
 constexpr double kThroughputWindowSeconds = 5.0;
 constexpr auto kCacheStatsInterval = std::chrono::milliseconds(10);
 
@@ -44,6 +45,9 @@ Status EngineCore::Init() {
   }
   if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0) {
     return InvalidArgumentError("max_num_seqs and max_num_batched_tokens must be positive");
+  }
+  if (!(config_.aging_horizon_seconds > 0) || !(config_.fault_cooldown_seconds >= 0)) {
+    return InvalidArgumentError("aging_horizon_seconds must be positive and fault_cooldown_seconds not negative");
   }
   KvSpecConfig kv = config_.kv;
   kv.num_layers = mc.num_layers;
@@ -82,6 +86,7 @@ Status EngineCore::Init() {
   sched.max_num_seqs = config_.max_num_seqs;
   sched.max_num_batched_tokens = config_.max_num_batched_tokens;
   sched.preempt_by_swap = config_.preempt_by_swap;
+  sched.aging_horizon_seconds = config_.aging_horizon_seconds;
   scheduler_ = std::make_unique<Scheduler>(sched, cache_.get(), [this] { return sessions_->ReclaimOne(); });
   logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
   fork_logits_.resize(vocab_size_);
@@ -94,8 +99,7 @@ Status EngineCore::Init() {
 // ---------------------------------------------------------------- caller threads
 
 StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r) {
-  if (stop_ || draining_) return UnavailableError("the server is shutting down");
-  if (!Healthy()) return UnavailableError("the engine is not healthy");
+  if (!Healthy()) return UnavailableError("the engine is not healthy; retry shortly");
   if (r.prompt_tokens.empty()) return InvalidArgumentError("the prompt is empty");
   for (int32_t id : r.prompt_tokens) {
     if (id < 0 || id >= vocab_size_) {
@@ -103,7 +107,18 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
     }
   }
   if (r.n < 1 || r.n > kMaxChoices) return InvalidArgumentError(fmt::format("n must be in [1, {}]", kMaxChoices));
+  if (r.n > config_.max_num_seqs) {
+    return InvalidArgumentError(fmt::format("n = {} is more than this server runs at once (max_num_seqs = {})", r.n,
+                                            config_.max_num_seqs));
+  }
+  if (r.session_id.size() > kMaxSessionIdBytes) {
+    return InvalidArgumentError(fmt::format("the session id is longer than {} bytes", kMaxSessionIdBytes));
+  }
   RETURN_IF_ERROR(r.sampling.Validate(vocab_size_));
+  if (r.sampling.prompt_logprobs >= 0 && !r.session_id.empty()) {
+    return InvalidArgumentError("prompt logprobs (echo with logprobs) cannot be combined with a chat session");
+  }
+  r.priority = std::clamp(r.priority, kMinPriority, kMaxPriority);
   const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
   const bool windowed = !r.session_id.empty() && config_.chat_window_tokens > 0;
   if (!windowed && prompt + r.sampling.max_tokens > max_model_len_) {
@@ -112,17 +127,20 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
         "{} for the completion)", max_model_len_, prompt + r.sampling.max_tokens, prompt, r.sampling.max_tokens));
   }
   auto request = std::make_unique<Request>();
-  request->id = next_request_id_++;
   request->submitted = Clock::now();
-  request->stream = std::make_shared<RequestStream>(request->id, r.n);
   request->params = std::move(r);
-  std::shared_ptr<RequestStream> stream = request->stream;
+  if (config_.test_hooks.before_enqueue) config_.test_hooks.before_enqueue();
+  std::shared_ptr<RequestStream> stream;
   {
+    // Checked under the lock the loop takes its last intake under: an accepted request is
+    // always taken, so its stream always finishes.
     std::lock_guard<std::mutex> lock(intake_mu_);
-    if (num_unscheduled_.load() >= config_.max_queued_requests) {
+    if (intake_closed_ || stop_ || draining_) return UnavailableError("the server is shutting down");
+    if (num_queued_ + static_cast<int>(intake_.size()) >= config_.max_queued_requests) {
       return ResourceExhaustedError("too many queued requests; retry later");
     }
-    ++num_unscheduled_;
+    request->id = next_request_id_++;
+    request->stream = stream = std::make_shared<RequestStream>(request->id, request->params.n);
     ++num_in_flight_;
     intake_.push_back(std::move(request));
   }
@@ -138,10 +156,10 @@ void EngineCore::Abort(uint64_t request_id) {
   intake_cv_.notify_one();
 }
 
-void EngineCore::DropSession(const std::string& session_id) {
+void EngineCore::DropSession(const std::string& tenant, const std::string& session_id) {
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
-    intake_session_drops_.push_back(session_id);
+    intake_session_drops_.emplace_back(tenant, session_id);
   }
   intake_cv_.notify_one();
 }
@@ -190,9 +208,17 @@ Status EngineCore::VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* st
 }
 
 bool EngineCore::Healthy() const {
-  if (fault_) return false;
-  const double idle = static_cast<double>(NowNs() - last_progress_ns_.load()) / 1e9;
+  const int64_t now = NowNs();
+  if (now < fault_until_ns_.load()) return false;
+  const double idle = static_cast<double>(now - last_progress_ns_.load()) / 1e9;
   return !(num_in_flight_.load() > 0 && idle > kStallSeconds);
+}
+
+bool EngineCore::AcceptingRequests() const {
+  if (!Healthy()) return false;
+  std::lock_guard<std::mutex> lock(intake_mu_);
+  return !intake_closed_ && !stop_ && !draining_ &&
+         num_queued_ + static_cast<int>(intake_.size()) < config_.max_queued_requests;
 }
 
 // ---------------------------------------------------------------- engine thread
@@ -215,15 +241,32 @@ void EngineCore::Loop() {
       last_progress_ns_ = NowNs();
       continue;
     }
-    Step();
+    const bool ran = Step();
+    UpdateQueueDepth();
+    if (!ran) {
+      // Nothing fits: wait for aborts or new requests rather than spin.
+      std::unique_lock<std::mutex> lock(intake_mu_);
+      intake_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    }
   }
-  // Shutting down: nothing in flight survives.
+  // Shutting down: close the intake (Submit refuses from now on), take what it holds, and
+  // end everything in flight.
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    intake_closed_ = true;
+  }
   TakeIntake();
   std::vector<uint64_t> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id, UnavailableError("the engine stopped"));
   ReapFinished();
+  UpdateQueueDepth();
   PublishStats(/*full=*/true);
+}
+
+void EngineCore::UpdateQueueDepth() {
+  std::lock_guard<std::mutex> lock(intake_mu_);
+  num_queued_ = scheduler_->num_waiting();
 }
 
 void EngineCore::ReapFinished() {
@@ -234,19 +277,21 @@ void EngineCore::ReapFinished() {
 bool EngineCore::TakeIntake() {
   std::vector<std::unique_ptr<Request>> incoming;
   std::vector<uint64_t> aborts;
-  std::vector<std::string> drops;
+  std::vector<std::pair<std::string, std::string>> drops;
   std::vector<std::shared_ptr<std::promise<IntegrityResult>>> checks;
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     incoming.swap(intake_);
+    num_queued_ += static_cast<int>(incoming.size());  // still queued until admitted
     aborts.swap(intake_aborts_);
     drops.swap(intake_session_drops_);
     checks.swap(intake_integrity_checks_);
   }
   for (auto& r : incoming) Admit(std::move(r));
   for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
-  for (const std::string& id : drops) sessions_->Drop(id);
+  for (const auto& [tenant, id] : drops) sessions_->Drop(tenant, id);
   ReapFinished();
+  UpdateQueueDepth();
   for (auto& check : checks) check->set_value({cache_->VerifyIntegrity(), cache_->stats()});
   return !incoming.empty() || !aborts.empty() || !drops.empty();
 }
@@ -258,19 +303,12 @@ void EngineCore::Admit(std::unique_ptr<Request> request) {
   for (int c = 0; c < r->params.n; ++c) r->seqs.push_back(MakeSequence(r, c));
   requests_.emplace(r->id, std::move(request));
   Sequence* first = r->seqs[0].get();
-  if (r->params.sampling.max_tokens == 0) {  // nothing to generate: every choice ends now
-    for (auto& s : r->seqs) {
-      s->forked_children = true;  // no fork will happen
-      StreamDelta delta;
-      delta.index = s->choice;
-      delta.finish_reason = FinishReason::kLength;
-      r->stream->Push(std::move(delta));
-      FinishSequence(s.get(), FinishReason::kLength);
-    }
+  if (r->params.sampling.max_tokens == 0 && !first->wants_prompt_logprobs) {
+    FinishWithoutTokens(r);  // nothing to compute
     return;
   }
   if (!r->params.session_id.empty()) {
-    Status st = sessions_->Attach(r->params.session_id, r->params.tenant, first);
+    Status st = sessions_->Attach(r->params.tenant, r->params.session_id, first);
     if (!st.ok()) {
       FailRequest(r, st);
       return;
@@ -304,6 +342,10 @@ std::unique_ptr<Sequence> EngineCore::MakeSequence(Request* r, int choice) {
     seq->detokenizer = std::make_unique<StreamingDetokenizer>(tok);
     seq->stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
   }
+  if (choice == 0 && r->params.sampling.prompt_logprobs >= 0) {
+    seq->wants_prompt_logprobs = true;
+    seq->prompt_logprobs.push_back({seq->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
+  }
   return seq;
 }
 
@@ -327,33 +369,51 @@ Status EngineCore::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_
   return OkStatus();
 }
 
-void EngineCore::Step() {
+bool EngineCore::ApplyBlockOps(const SchedulerOutput& out) {
+  for (size_t i = 0; i < out.block_ops.size(); ++i) {
+    const BlockOp& op = out.block_ops[i];
+    Status st;
+    switch (op.kind) {
+      case BlockOp::Kind::kSwapOut: st = MoveSwapBlocks(op.swap, /*to_host=*/true); break;
+      case BlockOp::Kind::kSwapIn: st = MoveSwapBlocks(op.swap, /*to_host=*/false); break;
+      case BlockOp::Kind::kCopy: st = backend_->CopyBlocks(op.copies); break;
+      case BlockOp::Kind::kShiftKeys: st = backend_->ShiftKeys(op.blocks, op.delta); break;
+    }
+    if (st.ok()) continue;
+    // The caches of this op's sequence and of every later op's are no longer what the
+    // bookkeeping says; the batch would read them.
+    std::vector<Request*> failed;
+    for (size_t j = i; j < out.block_ops.size(); ++j) failed.push_back(out.block_ops[j].seq->request);
+    for (const ScheduledWork& w : out.work) failed.push_back(w.seq->request);
+    FailStep(failed, st);
+    return false;
+  }
+  return true;
+}
+
+void EngineCore::FailStep(const std::vector<Request*>& requests, const Status& why) {
+  ++stats_.forward_errors_total;
+  if (++consecutive_failures_ >= kFaultAfterConsecutiveFailures) {
+    const double cooldown = std::min(kMaxFaultCooldownSeconds,
+                                     config_.fault_cooldown_seconds *
+                                         std::pow(2.0, consecutive_failures_ - kFaultAfterConsecutiveFailures));
+    fault_until_ns_ = NowNs() + static_cast<int64_t>(cooldown * 1e9);
+    LOG_ERROR("{} failed steps in a row: refusing new requests for {:.1f} s", consecutive_failures_, cooldown);
+  }
+  LOG_ERROR("step failed for {} requests: {}", requests.size(), why.ToString());
+  for (Request* r : requests) FailRequest(r, InternalError("the forward pass failed for this batch"));
+  ReapFinished();
+  PublishStats();
+}
+
+bool EngineCore::Step() {
   const Clock::time_point start = Clock::now();
   Profiler::Scope schedule_scope(config_.profiler, ProfileOp::kSchedule);
   SchedulerOutput out = scheduler_->Schedule();
   schedule_scope.Stop();
-  {
-    std::lock_guard<std::mutex> lock(intake_mu_);
-    num_unscheduled_ = scheduler_->num_waiting() + static_cast<int>(intake_.size());
-  }
   stats_.preemptions_total = scheduler_->num_preemptions();
-
-  // Byte movements the schedule implies, in order: device->host copies before anything can
-  // overwrite the released blocks, then host->device, then copy-on-write copies, then key
-  // re-rotation (of the private copies).
-  for (const auto& plan : out.swap_out) CHECK(MoveSwapBlocks(plan, true).ok()) << "swap out failed";
-  for (const auto& plan : out.swap_in) CHECK(MoveSwapBlocks(plan, false).ok()) << "swap in failed";
-  if (!out.block_copies.empty()) CHECK(backend_->CopyBlocks(out.block_copies).ok()) << "block copy failed";
-  for (const KeyShift& shift : out.key_shifts) {
-    CHECK(backend_->ShiftKeys(shift.blocks, shift.delta).ok()) << "key shift failed";
-  }
-
-  if (out.empty()) {
-    // Nothing fits: wait for aborts or new requests rather than spin.
-    std::unique_lock<std::mutex> lock(intake_mu_);
-    intake_cv_.wait_for(lock, std::chrono::milliseconds(5));
-    return;
-  }
+  if (!ApplyBlockOps(out)) return true;
+  if (out.empty()) return false;
 
   batch_.clear();
   for (const ScheduledWork& w : out.work) {
@@ -362,50 +422,24 @@ void EngineCore::Step() {
       s->scheduled_once = true;
       if (s->choice == 0 && s->num_computed > 0) s->request->usage.cached_prompt_tokens = s->num_computed;
     }
-    const bool want_logits = s->num_computed + w.num_new_tokens == static_cast<int>(s->tokens.size());
     batch_.push_back({s->id, std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.num_new_tokens),
-                      s->cache_position(), want_logits});
+                      s->cache_position(), w.num_logits});
   }
   const int64_t forward_index = stats_.steps + stats_.forward_errors_total;
-  Status st = config_.fail_forward_for_test && config_.fail_forward_for_test(forward_index)
-                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook, {})", forward_index,
-                                              __FILE__))
+  const auto& fail_forward = config_.test_hooks.fail_forward;
+  Status st = fail_forward && fail_forward(forward_index)
+                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook)", forward_index))
                   : runner_->Execute(batch_, logits_);
   if (!st.ok()) {
-    ++stats_.forward_errors_total;
-    if (++consecutive_failures_ >= kFaultAfterConsecutiveFailures) fault_ = true;
-    LOG_ERROR("forward pass failed for {} sequences: {}", batch_.size(), st.ToString());
     std::vector<Request*> failed;
-    for (const ScheduledWork& w : out.work) {
-      if (std::find(failed.begin(), failed.end(), w.seq->request) == failed.end()) failed.push_back(w.seq->request);
-    }
-    for (Request* r : failed) FailRequest(r, InternalError("the forward pass failed for this batch"));
-    ReapFinished();
-    PublishStats();
-    return;
+    for (const ScheduledWork& w : out.work) failed.push_back(w.seq->request);
+    FailStep(failed, st);
+    return true;
   }
   consecutive_failures_ = 0;
+  fault_until_ns_ = 0;
 
-  int logits_row = 0;
-  for (const ScheduledWork& w : out.work) {
-    Sequence* s = w.seq;
-    const int prompt_part = std::max(0, std::min(s->num_computed + w.num_new_tokens, s->prompt_len) - s->num_computed);
-    stats_.prompt_tokens_total += prompt_part;
-    s->num_computed += w.num_new_tokens;
-    if (!s->window.sliding()) {
-      cache_->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
-    }
-    if (s->num_computed < static_cast<int>(s->tokens.size())) continue;  // prefill continues
-    std::span<float> row(&logits_[static_cast<size_t>(logits_row++) * vocab_size_], vocab_size_);
-    if (s->finished()) continue;  // e.g. aborted while its step ran
-    if (s->request->params.n > 1 && s->choice == 0 && !s->forked_children) ForkChoices(s, row);
-    SampleAndEmit(s, row);
-    if (config_.recompute_every_token && !s->finished()) {
-      cache_->Free(s->id);
-      s->holds_cache = false;
-      s->num_computed = 0;
-    }
-  }
+  ProcessOutputs(out);
 
   const Clock::time_point end = Clock::now();
   stats_.last_step_seconds = Seconds(end - start);
@@ -415,7 +449,7 @@ void EngineCore::Step() {
   ++stats_.steps;
   last_progress_ns_ = NowNs();
   ReapFinished();
-  if (config_.verify_integrity_each_step) {
+  if (config_.test_hooks.verify_integrity_each_step) {
     Status integrity = cache_->VerifyIntegrity();
     CHECK(integrity.ok()) << integrity.ToString();
   }
@@ -423,6 +457,7 @@ void EngineCore::Step() {
   if (config_.profiler) {
     config_.profiler->CountStep(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   }
+  return true;
 }
 
 void EngineCore::PublishStats(bool full) {
@@ -439,7 +474,7 @@ void EngineCore::PublishStats(bool full) {
   stats_.waiting = scheduler_->num_waiting();
   stats_.swapped = scheduler_->num_swapped();
   stats_.chat_sessions = sessions_->size();
-  stats_.healthy = !fault_;
+  stats_.healthy = NowNs() >= fault_until_ns_.load();
   if (full || now - last_cache_stats_ >= kCacheStatsInterval) {
     stats_.cache = cache_->stats();
     last_cache_stats_ = now;

@@ -1,11 +1,17 @@
 // EngineCore: the Engine implementation. One engine thread owns the scheduler, the KV cache
 // manager, the model runner, the samplers and the chat sessions, and loops:
 //
-//   take intake (new requests, aborts) -> Schedule -> move bytes (swaps, key shifts)
+//   take intake (new requests, aborts) -> Schedule -> move bytes (swaps, copies, key shifts)
 //   -> ModelRunner::Execute -> sample -> publish deltas -> finish/free -> publish stats
 //
 // Only the intake queue (intake_mu_), the stats snapshot (stats_mu_) and RequestStreams are
 // shared with other threads.
+//
+// Queue depth: Submit refuses when intake_.size() + num_queued_ reaches max_queued_requests.
+// num_queued_ is the engine's count of sequences waiting for admission (plus requests it is
+// admitting); the engine thread resets it to Scheduler::num_waiting() under intake_mu_ after
+// every intake and every step, so it is exact whenever the engine thread waits, on every
+// path (finished without a step, failed, aborted, preempted).
 #pragma once
 
 #include <atomic>
@@ -35,11 +41,12 @@ class EngineCore final : public Engine {
 
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) override;
   void Abort(uint64_t request_id) override;
-  void DropSession(const std::string& session_id) override;
+  void DropSession(const std::string& tenant, const std::string& session_id) override;
   EngineStats GetStats() const override;
   int Drain(double grace_seconds) override;
   void Stop() override;
   bool Healthy() const override;
+  bool AcceptingRequests() const override;
   Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) override;
   const Model& model() const override { return *model_; }
   const EngineConfig& config() const override { return config_; }
@@ -51,8 +58,18 @@ class EngineCore final : public Engine {
   bool TakeIntake();
   void Admit(std::unique_ptr<Request> request);
   void AbortRequest(uint64_t id, Status why);
-  void Step();
+  // One iteration: schedule, move bytes, forward, outputs. Returns false when nothing could
+  // run (the loop then waits for aborts or new requests instead of spinning).
+  bool Step();
+  // Sets num_queued_ from the scheduler (see the queue depth note above).
+  void UpdateQueueDepth();
+  // Runs the schedule's byte movements in order; on a backend error fails every request the
+  // step touched (as a failed forward pass does) and returns false.
+  [[nodiscard]] bool ApplyBlockOps(const SchedulerOutput& out);
   [[nodiscard]] Status MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host);
+  // A failed step (forward pass or byte movement): fails `requests`, counts toward the fault
+  // cool-down.
+  void FailStep(const std::vector<Request*>& requests, const Status& why);
   // Copies stats to the shared snapshot. The cache's block census walks the whole pool, so it
   // is refreshed at most every kCacheStatsInterval unless `full` (idle engine, end of run).
   void PublishStats(bool full = false);
@@ -61,6 +78,13 @@ class EngineCore final : public Engine {
   bool HasWork() const { return requests_.size() > finished_requests_.size(); }
 
   // ---- engine thread: outputs (engine_output.cpp) ----
+  // After a successful forward pass: advances each scheduled sequence, scores prompt tokens,
+  // samples where a row ends the known tokens.
+  void ProcessOutputs(const SchedulerOutput& out);
+  // Appends the logprob of prompt token pos + 1 (from the logits at position pos).
+  void ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits);
+  // Ends every choice with finish reason "length" and no tokens (max_tokens == 0).
+  void FinishWithoutTokens(Request* request);
   // Samples the next token of `seq` from `logits` (scratch, modified) and emits it.
   void SampleAndEmit(Sequence* seq, std::span<float> logits);
   // n > 1: the other choices start from the parent's prompt cache and sample from the same
@@ -84,16 +108,17 @@ class EngineCore final : public Engine {
   std::condition_variable intake_cv_;
   std::vector<std::unique_ptr<Request>> intake_;
   std::vector<uint64_t> intake_aborts_;
-  std::vector<std::string> intake_session_drops_;
+  std::vector<std::pair<std::string, std::string>> intake_session_drops_;  // (tenant, id)
   using IntegrityResult = std::pair<Status, KvCacheStats>;
   std::vector<std::shared_ptr<std::promise<IntegrityResult>>> intake_integrity_checks_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
-  std::atomic<int> num_unscheduled_{0};  // requests waiting for admission (intake + waiting)
+  bool intake_closed_ = false;  // guarded by intake_mu_: the loop took its last intake
+  int num_queued_ = 0;          // guarded by intake_mu_: see the queue depth note above
   std::atomic<int> num_in_flight_{0};
   std::atomic<int64_t> last_progress_ns_{0};
-  std::atomic<bool> fault_{false};
+  std::atomic<int64_t> fault_until_ns_{0};  // unhealthy (refusing new requests) until then
 
   mutable std::mutex stats_mu_;
   EngineStats snapshot_;

@@ -10,6 +10,71 @@ namespace {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
+void EngineCore::ProcessOutputs(const SchedulerOutput& out) {
+  int logits_row = 0;
+  for (const ScheduledWork& w : out.work) {
+    Sequence* s = w.seq;
+    const int prompt_part = std::max(0, std::min(s->num_computed + w.num_new_tokens, s->prompt_len) - s->num_computed);
+    stats_.prompt_tokens_total += prompt_part;
+    s->num_computed += w.num_new_tokens;
+    if (!s->window.sliding()) {
+      cache_->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
+    }
+    // Rows [logits_row, logits_row + num_logits) hold the logits of the chunk's last positions.
+    std::span<float> rows(&logits_[static_cast<size_t>(logits_row) * vocab_size_],
+                          static_cast<size_t>(w.num_logits) * vocab_size_);
+    logits_row += w.num_logits;
+    if (s->finished()) continue;  // e.g. aborted while its step ran
+    const int first_position = s->num_computed - w.num_logits;
+    const bool ends_known_tokens = s->num_computed == static_cast<int>(s->tokens.size());
+    for (int k = 0; k + (ends_known_tokens ? 1 : 0) < w.num_logits; ++k) {
+      ScorePromptToken(s, first_position + k, rows.subspan(static_cast<size_t>(k) * vocab_size_, vocab_size_));
+    }
+    if (!ends_known_tokens) continue;  // prefill continues
+    CHECK_GE(w.num_logits, 1) << "sequence " << s->id << " reached its last token without logits";
+    Request* r = s->request;
+    if (s->wants_prompt_logprobs) {
+      CHECK(!s->prompt_logprobs_pending()) << "prompt logprobs incomplete at the end of the prompt";
+      StreamDelta delta;
+      delta.index = s->choice;
+      delta.prompt_logprobs = std::move(s->prompt_logprobs);
+      s->wants_prompt_logprobs = false;
+      r->stream->Push(std::move(delta));
+    }
+    if (r->params.sampling.max_tokens == 0) {
+      FinishWithoutTokens(r);
+      continue;
+    }
+    std::span<float> row = rows.last(vocab_size_);
+    if (r->params.n > 1 && s->choice == 0 && !s->forked_children) ForkChoices(s, row);
+    SampleAndEmit(s, row);
+    if (config_.recompute_every_token && !s->finished()) {
+      cache_->Free(s->id);
+      s->holds_cache = false;
+      s->num_computed = 0;
+    }
+  }
+}
+
+void EngineCore::ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits) {
+  CHECK(seq->prompt_logprobs_pending() && pos == static_cast<int>(seq->prompt_logprobs.size()) - 1)
+      << "logits row for position " << pos << " of sequence " << seq->id << " that scores nothing";
+  const int32_t id = seq->tokens[static_cast<size_t>(pos) + 1];
+  SampledToken scored = ScoreToken(logits, id, seq->request->params.sampling.prompt_logprobs);
+  seq->prompt_logprobs.push_back({id, scored.logprob, std::move(scored.top_logprobs)});
+}
+
+void EngineCore::FinishWithoutTokens(Request* r) {
+  for (auto& s : r->seqs) {
+    s->forked_children = true;  // no fork will happen
+    StreamDelta delta;
+    delta.index = s->choice;
+    delta.finish_reason = FinishReason::kLength;
+    r->stream->Push(std::move(delta));
+    FinishSequence(s.get(), FinishReason::kLength);
+  }
+}
+
 void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   Request* r = seq->request;
   Profiler::Scope sample_scope(config_.profiler, ProfileOp::kSample);
@@ -95,7 +160,13 @@ void EngineCore::ForkChoices(Sequence* parent, std::span<const float> logits) {
       child->num_evicted = parent->num_evicted;
       child->scheduled_once = true;
       std::copy(logits.begin(), logits.end(), fork_logits_.begin());
-      scheduler_->AddRunning(child);
+      // The running set never exceeds max_num_seqs (nor a step's logits rows): a choice that
+      // does not fit waits, holding its forked cache.
+      if (scheduler_->has_running_room()) {
+        scheduler_->AddRunning(child);
+      } else {
+        scheduler_->AddWaiting(child);
+      }
       SampleAndEmit(child, fork_logits_);
     } else {
       // No block for the copy: the choice prefills on its own (its full prompt blocks come
@@ -135,7 +206,7 @@ void EngineCore::FinishSequence(Sequence* seq, FinishReason reason) {
 void EngineCore::ReleaseSequence(Sequence* seq) {
   const Request* r = seq->request;
   if (seq->session_attached) {
-    sessions_->Detach(r->params.session_id, seq);
+    sessions_->Detach(r->params.tenant, r->params.session_id, seq);
     seq->session_attached = false;
   } else if (seq->holds_cache) {
     cache_->Free(seq->id);

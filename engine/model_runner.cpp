@@ -25,6 +25,8 @@ Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float>
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ScheduledSeq& s = seqs[i];
     CHECK(!s.tokens.empty()) << "scheduled sequence " << s.seq << " has no tokens";
+    CHECK(s.num_logits >= 0 && s.num_logits <= static_cast<int>(s.tokens.size()))
+        << "sequence " << s.seq << " wants " << s.num_logits << " logits rows for " << s.tokens.size() << " tokens";
     const BlockTable& table = cache_->table(s.seq);
     const int end = s.start_position + static_cast<int>(s.tokens.size());
     CHECK_LE(end, table.capacity(bs)) << "slots not reserved for sequence " << s.seq;
@@ -39,7 +41,7 @@ Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float>
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
     seq_lens_.push_back(end);
-    if (s.want_logits) logits_indices_.push_back(static_cast<int32_t>(token_ids_.size()) - 1);
+    for (int k = s.num_logits; k > 0; --k) logits_indices_.push_back(static_cast<int32_t>(token_ids_.size()) - k);
   }
   if (logits.size() < logits_indices_.size() * static_cast<size_t>(vocab_size_)) {
     return InvalidArgumentError("logits buffer too small for the step");

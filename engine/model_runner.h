@@ -22,7 +22,8 @@ struct ScheduledSeq {
   SeqId seq = 0;
   std::span<const int32_t> tokens;
   int start_position = 0;
-  bool want_logits = false;  // logits of the last token (end of prefill, or decode)
+  int num_logits = 0;  // logits of the last num_logits tokens (end of prefill or decode: 1;
+                       // prompt logprobs: every prompt position)
 };
 
 class ModelRunner {
@@ -30,7 +31,7 @@ class ModelRunner {
   // REQUIRES: backend and cache outlive the runner.
   ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size, Profiler* profiler = nullptr);
 
-  // Runs the step. `logits` receives [number of want_logits seqs][vocab] in schedule order.
+  // Runs the step. `logits` receives [sum of num_logits][vocab] in schedule order.
   [[nodiscard]] Status Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits);
 
   // The last batch built (tests, profiling).

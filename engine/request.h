@@ -13,6 +13,12 @@
 
 namespace kvserve {
 
+// Limits every front end shares (the engine enforces them in Submit).
+inline constexpr int kMaxChoices = 16;            // n in [1, kMaxChoices] (and <= max_num_seqs)
+inline constexpr size_t kMaxSessionIdBytes = 256;
+inline constexpr int kMinPriority = -100;         // priorities are clamped to this range
+inline constexpr int kMaxPriority = 100;
+
 enum class FinishReason { kStop, kLength, kAbort, kError };
 // "stop", "length", "abort", "error" (OpenAI's finish_reason for the first two).
 std::string_view FinishReasonName(FinishReason reason);
@@ -24,13 +30,14 @@ struct GenerationRequest {
   std::string session_id;      // optional chat session: its KV cache is kept between turns
   std::string cache_salt;      // prefix-cache isolation domain (e.g. per tenant)
   std::string tenant;          // who owns a session (per-key session limits)
-  int priority = 0;            // lower runs first; FCFS within a priority
+  int priority = 0;            // lower runs first; FCFS within a priority; clamped to
+                               // [kMinPriority, kMaxPriority]
   bool detokenize = true;      // produce text deltas (and honour stop strings)
 };
 
 struct TokenLogprob {
   int32_t id = 0;
-  float logprob = 0;
+  float logprob = 0;                           // NaN: none (the first prompt token)
   std::vector<std::pair<int32_t, float>> top;  // when requested
 };
 
@@ -40,6 +47,9 @@ struct StreamDelta {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<TokenLogprob> logprobs;          // parallel to token_ids when requested
+  // sampling.prompt_logprobs >= 0: one entry per prompt token (the first has a NaN logprob),
+  // in one delta of choice 0 before any generated token.
+  std::vector<TokenLogprob> prompt_logprobs;
   std::optional<FinishReason> finish_reason;   // set on the choice's last delta
   std::string matched_stop;                    // the stop string that ended it, if any
 };

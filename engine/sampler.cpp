@@ -231,6 +231,16 @@ int32_t WalkInIdOrder(std::span<const float> weights, double threshold) {
 
 }  // namespace
 
+SampledToken ScoreToken(std::span<const float> raw_logits, int32_t id, int top_n) {
+  CHECK(id >= 0 && static_cast<size_t>(id) < raw_logits.size()) << "token " << id << " outside the logits";
+  const double log_z = LogSumExp(raw_logits);
+  SampledToken out;
+  out.id = id;
+  out.logprob = LogprobOf(raw_logits[static_cast<size_t>(id)], log_z);
+  if (top_n > 0) out.top_logprobs = TopLogprobsWithNormaliser(raw_logits, top_n, log_z);
+  return out;
+}
+
 std::vector<std::pair<int32_t, float>> TopLogprobs(std::span<const float> raw_logits, int n) {
   if (n <= 0 || raw_logits.empty()) return {};
   return TopLogprobsWithNormaliser(raw_logits, n, LogSumExp(raw_logits));

@@ -63,6 +63,10 @@ struct SampledToken {
 [[nodiscard]] std::vector<std::pair<int32_t, float>> TopLogprobs(
     std::span<const float> raw_logits, int n);
 
+// How likely token `id` is under log_softmax(raw_logits), with the top_n most likely tokens as
+// TopLogprobs gives them (none when top_n <= 0): prompt logprobs. REQUIRES: id in range.
+[[nodiscard]] SampledToken ScoreToken(std::span<const float> raw_logits, int32_t id, int top_n);
+
 // Reusable vocab-sized buffers for Sampler::Sample. Sample is synchronous, so one scratch per
 // engine thread serves every sequence; it grows on first use and is never shrunk.
 class SamplerScratch {

@@ -84,6 +84,9 @@ Status SamplingParams::Validate(int vocab_size) const {
   if (logprobs < -1 || logprobs > kMaxLogprobs) {
     return RangeError("logprobs", "-1 (off) or in [0, 20]", logprobs);
   }
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxLogprobs) {
+    return RangeError("prompt_logprobs", "-1 (off) or in [0, 20]", prompt_logprobs);
+  }
   return OkStatus();
 }
 

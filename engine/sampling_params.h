@@ -54,6 +54,10 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings, never emitted; <= 16, each 1..256 bytes
   std::vector<int32_t> stop_token_ids;  // each in [0, vocab)
   int logprobs = -1;                // -1: none; N in [0, 20]: chosen token's logprob + top N
+  // -1: none; N in [0, 20]: the log-probability of every prompt token given the ones before it
+  // (raw logits) + the top N there (OpenAI's echo with logprobs). The prompt is then computed
+  // in full (no prefix-cache hit) and in chunks of at most max_num_seqs tokens.
+  int prompt_logprobs = -1;
 
   // OK, or INVALID_ARGUMENT naming the first offending field and its allowed range.
   // REQUIRES: vocab_size > 0.

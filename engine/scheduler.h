@@ -1,21 +1,33 @@
 // Scheduler: decides, every step, which sequences run and how many of their tokens, under a
-// token budget (max_num_batched_tokens), a sequence limit (max_num_seqs) and the KV budget.
+// token budget (max_num_batched_tokens), a sequence limit (max_num_seqs, which is also the
+// number of logits rows a step may produce) and the KV budget.
 //
 // There are no prefill/decode phases: running sequences come first (one decode token each, or
 // the next chunk of a long prompt), then swapped-out sequences are brought back, then waiting
-// ones are admitted in order of (priority, arrival) with their prompts chunked to fit. A
+// ones are admitted in order of (aged priority, arrival) with their prompts chunked to fit. A
 // sequence is admitted only if the cache can hold its chunk. When a running sequence cannot
 // grow, idle memory is reclaimed first (chat sessions), then the lowest-priority, most
 // recently arrived running sequence is preempted (recompute, or swap to the host tier).
-// Waiting requests age (one priority level per `aging_seconds`) so none starves.
 //
-// The scheduler reads and changes only the KV cache's bookkeeping; byte movements (swaps,
-// key re-rotation after window eviction) are returned for the engine to perform before the
-// forward pass. Engine thread only.
+// Aging: a sequence's effective priority is its priority minus (seconds waited /
+// aging_horizon_seconds) * (kMaxPriority - kMinPriority), so one that has waited the horizon
+// is ahead of every later arrival whatever their priorities: nobody starves.
+//
+// Logits rows: a chunk needs one row per position from Sequence::first_logits_position() on
+// (one row when it reaches the end of the tokens; one per prompt position for prompt
+// logprobs); the rows of a step never exceed max_num_seqs, so chunks are cut to fit.
+//
+// The scheduler reads and changes only the KV cache's bookkeeping; the byte movements this
+// implies (swaps, copy-on-write copies, key re-rotation after window eviction) are returned
+// in `block_ops`, in the order they must run before the forward pass (each op depends only on
+// ops before it: a sequence's window copies and key shifts come before its own swap-out).
+// Ops of a sequence preempted by recompute in the same step are dropped (its blocks are
+// free). Engine thread only.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "cache/kv_cache_manager.h"
@@ -27,27 +39,32 @@ struct SchedulerConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;
   bool preempt_by_swap = false;
-  double aging_seconds = 5.0;
+  double aging_horizon_seconds = 60.0;
 };
 
 struct ScheduledWork {
   Sequence* seq = nullptr;
   int num_new_tokens = 0;
+  int num_logits = 0;  // logits rows: for the last num_logits of the new tokens
 };
 
-struct KeyShift {
-  std::vector<BlockId> blocks;
+// One byte movement on the backend's KV storage.
+struct BlockOp {
+  enum class Kind { kSwapOut, kSwapIn, kCopy, kShiftKeys };
+  Kind kind = Kind::kCopy;
+  Sequence* seq = nullptr;                          // whose cache it moves (fails with it)
+  KvCacheManager::SwapPlan swap;                    // kSwapOut (device -> host), kSwapIn
+  std::vector<std::pair<BlockId, BlockId>> copies;  // kCopy: (src, dst)
+  std::vector<BlockId> blocks;                      // kShiftKeys: re-rotate by `delta`
   int delta = 0;
 };
 
 struct SchedulerOutput {
   std::vector<ScheduledWork> work;
   std::vector<Sequence*> preempted;
-  std::vector<KvCacheManager::SwapPlan> swap_out;  // copy device -> host before anything else
-  std::vector<KvCacheManager::SwapPlan> swap_in;   // then host -> device
-  std::vector<std::pair<BlockId, BlockId>> block_copies;  // then copy-on-write copies
-  std::vector<KeyShift> key_shifts;                // then re-rotate keys after window eviction
+  std::vector<BlockOp> block_ops;  // run in order before the forward pass
   int num_batched_tokens = 0;
+  int num_logits = 0;
   bool empty() const { return work.empty(); }
 };
 
@@ -58,26 +75,31 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager* cache,
             std::function<bool()> reclaim_idle_memory);
 
-  // A new (or resumed) sequence waits for admission.
+  // A new (or resumed) sequence waits for admission. It may already hold cache (a chat
+  // session's, or an n > 1 choice forked while the running set was full).
   void AddWaiting(Sequence* seq);
   // A sequence that already holds its cache (n > 1 children) joins the running set.
+  // REQUIRES: has_running_room().
   void AddRunning(Sequence* seq);
   // Forgets a finished or aborted sequence (the engine frees its cache).
   void Remove(Sequence* seq);
 
   [[nodiscard]] SchedulerOutput Schedule();
 
+  bool has_running_room() const { return num_running() < config_.max_num_seqs; }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_swapped() const { return static_cast<int>(swapped_.size()); }
   int64_t num_preemptions() const { return preemptions_; }
 
  private:
-  // Tokens of `seq` that may run this step within `budget`.
-  int ChunkFor(const Sequence& seq, int budget) const;
+  // Tokens of `seq` that may run this step within the token budget and `rows` logits rows;
+  // *num_logits receives the rows they need.
+  int ChunkFor(const Sequence& seq, int budget, int rows, int* num_logits) const;
   // Evicts for the sliding window and reserves slots; reclaims idle memory when short.
   bool Reserve(Sequence* seq, int num_new, SchedulerOutput* out);
   void Preempt(Sequence* victim, SchedulerOutput* out);
+  void Schedule(Sequence* seq, int n, int num_logits, SchedulerOutput* out);
   // Sort key: effective priority (aged), then arrival.
   bool Before(const Sequence* a, const Sequence* b, Clock::time_point now) const;
   void SortByPriority(std::vector<Sequence*>* seqs) const;

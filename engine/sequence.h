@@ -7,6 +7,10 @@
 //   num_computed  tokens[0, num_computed) have been run through the model;
 //   num_evicted   tokens after the sink blocks that the window removed; the cache position of
 //                 token i (i beyond the evicted run) is i - num_evicted.
+// Prompt logprobs (request sampling.prompt_logprobs >= 0, choice 0): prompt_logprobs[k] is
+// prompt token k's entry (entry 0 has none), computed from the logits at position k - 1;
+// they are complete when prompt_logprobs.size() == prompt_len, which happens before the first
+// token is sampled (generation needs the whole prompt computed).
 // Engine thread only.
 #pragma once
 
@@ -55,8 +59,21 @@ struct Sequence {
   std::optional<FinishReason> finish;
   std::string matched_stop;
   Clock::time_point last_token_time{};
+  bool wants_prompt_logprobs = false;
+  std::vector<TokenLogprob> prompt_logprobs;
 
   int cache_position() const { return num_computed - num_evicted; }
+  bool prompt_logprobs_pending() const {
+    return wants_prompt_logprobs && static_cast<int>(prompt_logprobs.size()) < prompt_len;
+  }
+  // The first token index whose logits this sequence needs: every prompt position from the
+  // next unscored one while prompt logprobs are pending, else only the last token.
+  int first_logits_position() const {
+    return prompt_logprobs_pending() ? static_cast<int>(prompt_logprobs.size()) - 1
+                                     : static_cast<int>(tokens.size()) - 1;
+  }
+  // Prompt logprobs need logits at every prompt position: no prefix-cache hit.
+  bool reads_prefix_cache() const { return !wants_prompt_logprobs; }
   int num_uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }
   bool finished() const { return finish.has_value(); }
 };

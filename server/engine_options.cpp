@@ -203,7 +203,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   plan.kv_description = spec->Describe();
   plan.num_threads = f.threads;
   if (!f.inject_forward_faults.empty()) {
-    ASSIGN_OR_RETURN(c.fail_forward_for_test, ParseForwardFaultSpec(f.inject_forward_faults));
+    ASSIGN_OR_RETURN(c.test_hooks.fail_forward, ParseForwardFaultSpec(f.inject_forward_faults));
   }
   return plan;
 }

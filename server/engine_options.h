@@ -86,7 +86,7 @@ struct EnginePlan {
 
 // Fault injection for tests: "N" (the N-th forward pass, from 0), "N-M" (inclusive), "N-"
 // (every pass from N on: a persistent fault), comma-separated. Returns the predicate for
-// EngineConfig::fail_forward_for_test; INVALID_ARGUMENT for a malformed spec.
+// EngineTestHooks::fail_forward; INVALID_ARGUMENT for a malformed spec.
 [[nodiscard]] StatusOr<std::function<bool(int64_t)>> ParseForwardFaultSpec(std::string_view spec);
 
 // The plan's backend (CpuBackend, or CudaBackend with the pool sized on the device, which

@@ -85,9 +85,10 @@ void GenerationStreamReactor::Pump() {
   if (stream_->TryDrain(&deltas_)) {
     message_.Clear();
     message_.set_id(info_.id);
-    for (const StreamDelta& d : deltas_) AppendDelta(d, &message_);
+    AppendDeltas(deltas_, &message_);
+    SerializeMessage(message_, &buffer_);
     writing_ = true;
-    StartWrite(&message_);
+    StartWrite(&buffer_);
     return;
   }
   if (!done) return;  // the listener runs again when output arrives or the request ends
@@ -101,8 +102,9 @@ void GenerationStreamReactor::Pump() {
     message_.Clear();
     message_.set_id(info_.id);
     FillUsage(stream_->usage(), message_.mutable_usage());
+    SerializeMessage(message_, &buffer_);
     writing_ = true;
-    StartWrite(&message_);
+    StartWrite(&buffer_);
     return;
   }
   FinishCall(grpc::Status::OK);
@@ -144,13 +146,15 @@ void GenerationStreamReactor::FinishCall(const grpc::Status& status) {
 // ------------------------------------------------------------------ unary
 
 GenerationUnaryReactor::GenerationUnaryReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
-                                               v1::GenerateResponse* response)
+                                               grpc::ByteBuffer* response)
     : info_(std::move(info)), stream_(std::move(stream)), response_(response), link_(std::make_shared<Link>()) {
   link_->reactor = this;
+  message_.set_id(info_.id);
+  message_.set_model(info_.model);
 }
 
 GenerationUnaryReactor* GenerationUnaryReactor::Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
-                                                      v1::GenerateResponse* response) {
+                                                      grpc::ByteBuffer* response) {
   auto* reactor = new GenerationUnaryReactor(std::move(info), std::move(stream), response);
   std::shared_ptr<Link> link = reactor->link_;
   reactor->stream_->SetListener([link] {
@@ -165,14 +169,15 @@ void GenerationUnaryReactor::Collect() {
   const bool done = stream_->done();
   deltas_.clear();
   stream_->TryDrain(&deltas_);
-  for (const StreamDelta& d : deltas_) MergeDelta(d, response_);
+  for (const StreamDelta& d : deltas_) MergeDelta(d, &message_);
   if (!done) return;
   const Status status = stream_->status();
   if (!status.ok()) {
     FinishCall(ToGrpcStatus(status));
     return;
   }
-  FillUsage(stream_->usage(), response_->mutable_usage());
+  FillUsage(stream_->usage(), message_.mutable_usage());
+  SerializeMessage(message_, response_);
   FinishCall(grpc::Status::OK);
 }
 

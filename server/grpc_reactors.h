@@ -8,6 +8,10 @@
 // A cancelled call (client cancel, deadline, server shutdown past its grace) or a failed
 // write aborts the engine request (Engine::Abort), which frees its KV blocks within a step.
 //
+// Messages travel as raw ByteBuffers (the service uses gRPC's raw callback methods so that it
+// can answer undecodable requests itself, see grpc_server.cpp): the reactors build the
+// protos and serialize them with SerializeMessage.
+//
 // Lifetime and threads: gRPC deletes nothing; each reactor deletes itself in OnDone. The
 // listener may still be called by the engine thread after that, so it holds a shared
 // `Link` (mutex + reactor pointer) that OnDone clears. All reactor state is guarded by
@@ -23,15 +27,36 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "engine/engine.h"
 #include "generation.grpc.pb.h"
 
 namespace kvserve {
 
+// Decodes a request (INVALID_ARGUMENT naming the message type when the bytes are not one:
+// malformed protobuf, or a string field that is not valid UTF-8).
+template <typename Message>
+[[nodiscard]] grpc::Status ParseMessage(const grpc::ByteBuffer& in, Message* out) {
+  grpc::ByteBuffer copy(in);  // Deserialize consumes its buffer; copies share the slices
+  if (grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "the request is not a valid " + out->GetTypeName() +
+                          " (malformed protobuf, or a string field that is not valid UTF-8)");
+}
+
+template <typename Message>
+void SerializeMessage(const Message& message, grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  out->Clear();  // the serializer wants an empty buffer
+  const grpc::Status status = grpc::SerializationTraits<Message>::Serialize(message, out, &own_buffer);
+  CHECK(status.ok()) << "serializing " << message.GetTypeName() << ": " << status.error_message();
+}
+
 // What every request reactor needs to report when it is done.
 struct GrpcCallInfo {
   Engine* engine = nullptr;
   std::string id;       // "gen-<engine request id>"
+  std::string model;    // the served model id (in responses)
   std::string method;   // e.g. "GenerateStream"
   std::string peer;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -49,7 +74,7 @@ struct ReactorLink {
   Reactor* reactor = nullptr;
 };
 
-class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+class GenerationStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Creates the reactor (returned to gRPC by the method handler) and sets the stream's
   // listener; the first write may be started (queued by gRPC) before this returns.
@@ -71,7 +96,8 @@ class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::Genera
   const GrpcCallInfo info_;
   const std::shared_ptr<RequestStream> stream_;
   std::shared_ptr<Link> link_;
-  v1::GenerateStreamResponse message_;  // in flight until OnWriteDone
+  v1::GenerateStreamResponse message_;
+  grpc::ByteBuffer buffer_;  // message_ serialized, in flight until OnWriteDone
   std::vector<StreamDelta> deltas_;
   bool writing_ = false;
   bool usage_sent_ = false;
@@ -81,9 +107,9 @@ class GenerationStreamReactor final : public grpc::ServerWriteReactor<v1::Genera
 
 class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
-  // `response` is gRPC's (valid until OnDone).
+  // `response` is gRPC's (valid until OnDone); it receives the serialized GenerateResponse.
   static GenerationUnaryReactor* Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
-                                       v1::GenerateResponse* response);
+                                       grpc::ByteBuffer* response);
 
   void OnCancel() override;
   void OnDone() override;
@@ -91,7 +117,7 @@ class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
  private:
   using Link = ReactorLink<GenerationUnaryReactor>;
 
-  GenerationUnaryReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream, v1::GenerateResponse* response);
+  GenerationUnaryReactor(GrpcCallInfo info, std::shared_ptr<RequestStream> stream, grpc::ByteBuffer* response);
   // REQUIRES: link_->mu held. Collects output; finishes when the request is over.
   void Collect();
   // REQUIRES: link_->mu held. The last thing a caller does with `this`.
@@ -99,7 +125,8 @@ class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
 
   const GrpcCallInfo info_;
   const std::shared_ptr<RequestStream> stream_;
-  v1::GenerateResponse* const response_;
+  grpc::ByteBuffer* const response_;
+  v1::GenerateResponse message_;
   std::shared_ptr<Link> link_;
   std::vector<StreamDelta> deltas_;
   bool finished_ = false;

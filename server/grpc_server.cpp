@@ -1,12 +1,18 @@
 // GrpcServer (front_ends.h): kvserve.v1.Generation on gRPC's callback API, the standard
 // grpc.health.v1 service and server reflection.
 //
-// Every Generation call first passes Admit(): the `authorization: Bearer <key>` metadata is
-// checked with ApiKeyAuth (constant-time, names the tenant) -> UNAUTHENTICATED, then
-// readiness -> UNAVAILABLE. Generation calls build an engine request (grpc_convert), submit
-// it and hand the RequestStream to a reactor (grpc_reactors); requests refused before the
-// engine took them are counted in ServerContext::requests_rejected. Tokenize, Detokenize and
-// GetModelInfo answer inline on gRPC's thread.
+// The Generation methods that take strings are gRPC "raw" methods: they receive the request
+// bytes and decode them here, so a request gRPC's own decoding would refuse (a string field
+// that is not valid UTF-8, as proto3 requires) is answered INVALID_ARGUMENT with a message
+// instead of gRPC's bare UNIMPLEMENTED.
+//
+// Every Generation call first passes Authenticate(): the `authorization: Bearer <key>`
+// metadata is checked with ApiKeyAuth (constant-time, names the tenant) -> UNAUTHENTICATED.
+// Generation calls then go through the RequestBuilder that the HTTP API uses too (readiness,
+// model, session merged with the `x-session-id` metadata, template, tenant isolation,
+// limits, rejection accounting) and hand the RequestStream to a reactor (grpc_reactors).
+// Tokenize, Detokenize and GetModelInfo answer inline on gRPC's thread once the model is
+// loaded.
 //
 // Health: SERVING for "" and "kvserve.v1.Generation" while ServerContext::Ready(), else
 // NOT_SERVING; a watcher thread re-reads readiness every 100 ms. Shutdown() marks both
@@ -14,7 +20,8 @@
 // cancelling them (which aborts their engine requests).
 //
 // Threads: handlers and reactions run on gRPC's threads, listeners on the engine thread;
-// the service itself is immutable after construction except the lazily detected template.
+// the service itself is immutable after construction except the builder's lazily detected
+// template.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -40,97 +47,110 @@ namespace {
 
 constexpr char kServiceName[] = "kvserve.v1.Generation";
 
-class GenerationService final : public v1::Generation::CallbackService {
+using GenerationServiceBase = v1::Generation::WithRawCallbackMethod_Generate<
+    v1::Generation::WithRawCallbackMethod_GenerateStream<v1::Generation::WithRawCallbackMethod_Chat<
+        v1::Generation::WithRawCallbackMethod_ChatStream<v1::Generation::WithRawCallbackMethod_Tokenize<
+            v1::Generation::WithRawCallbackMethod_Detokenize<
+                v1::Generation::WithCallbackMethod_GetModelInfo<v1::Generation::Service>>>>>>>;
+using StreamReactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
+
+// A write reactor that only finishes (a refused streaming call); deletes itself when done.
+class RefusedStream final : public StreamReactor {
  public:
-  explicit GenerationService(ServerContext* ctx) : ctx_(ctx), auth_(ctx->options.api_keys) {}
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
 
-  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const v1::GenerateRequest* request,
-                                     v1::GenerateResponse* response) override {
-    return Unary(call, "Generate", response, [&](const GrpcRequestEnv& env) {
-      return BuildGenerateRequest(*request, env);
-    });
+class GenerationService final : public GenerationServiceBase {
+ public:
+  explicit GenerationService(ServerContext* ctx) : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx) {}
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override {
+    return Unary<v1::GenerateRequest>(call, "Generate", *request, response);
   }
 
-  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(grpc::CallbackServerContext* call,
-                                                                        const v1::GenerateRequest* request) override {
-    return Streaming(call, "GenerateStream", [&](const GrpcRequestEnv& env) {
-      return BuildGenerateRequest(*request, env);
-    });
+  StreamReactor* GenerateStream(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) override {
+    return Streaming<v1::GenerateRequest>(call, "GenerateStream", *request);
   }
 
-  grpc::ServerUnaryReactor* Chat(grpc::CallbackServerContext* call, const v1::ChatRequest* request,
-                                 v1::GenerateResponse* response) override {
-    return Unary(call, "Chat", response, [&](const GrpcRequestEnv& env) { return BuildChatRequest(*request, env); });
+  grpc::ServerUnaryReactor* Chat(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override {
+    return Unary<v1::ChatRequest>(call, "Chat", *request, response);
   }
 
-  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* ChatStream(grpc::CallbackServerContext* call,
-                                                                    const v1::ChatRequest* request) override {
-    return Streaming(call, "ChatStream", [&](const GrpcRequestEnv& env) { return BuildChatRequest(*request, env); });
+  StreamReactor* ChatStream(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) override {
+    return Streaming<v1::ChatRequest>(call, "ChatStream", *request);
   }
 
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call, const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override {
-    return Inline(call, [&]() -> Status {
-      RETURN_IF_ERROR(CheckModel(request->model(), ctx_->model_id));
-      const Tokenizer& tok = ctx_->engine->model().tokenizer();
-      std::vector<int32_t> ids;
-      if (request->messages_size() > 0) {
-        std::vector<ChatMessage> messages;
-        for (const v1::ChatMessage& m : request->messages()) messages.push_back({m.role(), m.content()});
-        StatusOr<std::string> rendered = chat_template().Render(messages, /*add_generation_prompt=*/true);
-        if (!rendered.ok()) return rendered.status();
-        ids = chat_template().Encode(*rendered, tok);
-        response->set_rendered_prompt(*rendered);
-      } else {
-        const bool add_special = !request->has_add_special_tokens() || request->add_special_tokens();
-        ids = tok.Encode(request->text(), add_special, request->parse_special());
-      }
-      response->mutable_token_ids()->Add(ids.begin(), ids.end());
-      return OkStatus();
-    });
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) override {
+    return Inline<v1::TokenizeRequest, v1::TokenizeResponse>(
+        call, *request_bytes, response_bytes, [&](const v1::TokenizeRequest& request, v1::TokenizeResponse* response) {
+          RETURN_IF_ERROR(builder_.CheckModel(request.model()));
+          std::vector<int32_t> ids;
+          if (request.messages_size() > 0) {
+            ASSIGN_OR_RETURN(RenderedPrompt rendered, builder_.RenderChat(ToChatMessages(request.messages()),
+                                                                          /*add_generation_prompt=*/true));
+            ids = std::move(rendered.tokens);
+            response->set_rendered_prompt(std::move(rendered.text));
+          } else {
+            const bool add_special = !request.has_add_special_tokens() || request.add_special_tokens();
+            ids = ctx_->engine->model().tokenizer().Encode(request.text(), add_special, request.parse_special());
+          }
+          response->mutable_token_ids()->Add(ids.begin(), ids.end());
+          return OkStatus();
+        });
   }
 
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call, const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override {
-    return Inline(call, [&]() -> Status {
-      RETURN_IF_ERROR(CheckModel(request->model(), ctx_->model_id));
-      const Tokenizer& tok = ctx_->engine->model().tokenizer();
-      for (int i = 0; i < request->token_ids_size(); ++i) {
-        const int32_t id = request->token_ids(i);
-        if (id < 0 || id >= tok.vocab_size()) {
-          return InvalidArgumentError(
-              fmt::format("token_ids[{}] = {} is outside the vocabulary [0, {})", i, id, tok.vocab_size()));
-        }
-      }
-      const std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
-      response->set_text(tok.Decode(ids, /*strip_leading_space=*/true, request->render_special()));
-      return OkStatus();
-    });
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                       grpc::ByteBuffer* response_bytes) override {
+    return Inline<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+        call, *request_bytes, response_bytes,
+        [&](const v1::DetokenizeRequest& request, v1::DetokenizeResponse* response) -> Status {
+          RETURN_IF_ERROR(builder_.CheckModel(request.model()));
+          const Tokenizer& tok = ctx_->engine->model().tokenizer();
+          for (int i = 0; i < request.token_ids_size(); ++i) {
+            const int32_t id = request.token_ids(i);
+            if (id < 0 || id >= tok.vocab_size()) {
+              return InvalidArgumentError(
+                  fmt::format("token_ids[{}] = {} is outside the vocabulary [0, {})", i, id, tok.vocab_size()));
+            }
+          }
+          const std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
+          response->set_text(tok.Decode(ids, /*strip_leading_space=*/true, request.render_special()));
+          return OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call, const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* info) override {
-    return Inline(call, [&]() -> Status {
+    grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+    std::string tenant;
+    Status status = Authenticate(call, &tenant);
+    if (status.ok()) status = ModelLoaded();
+    if (status.ok()) {
       const Engine& engine = *ctx_->engine;
       const Tokenizer& tok = engine.model().tokenizer();
       info->set_model_id(ctx_->model_id);
-      info->set_context_length(MaxModelLen(engine));
+      info->set_context_length(builder_.max_model_len());
       info->set_vocab_size(tok.vocab_size());
       info->set_kv_dtype(std::string(KvDtypeName(engine.config().kv.dtype)));
       info->set_block_size(engine.config().kv.block_size);
       info->set_backend(ctx_->backend_name);
       info->set_architecture(engine.model().config().architecture);
-      info->set_chat_template(std::string(chat_template().name()));
+      info->set_chat_template(std::string(builder_.chat_template().name()));
       info->set_num_kv_blocks(engine.config().num_blocks);
       info->set_bos_token_id(tok.bos_id());
       info->set_eos_token_id(tok.eos_id());
-      return OkStatus();
-    });
+    }
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
   }
 
  private:
-  // Authentication, then readiness (`generation`: Ready(); otherwise a loaded model).
-  Status Admit(grpc::CallbackServerContext* call, bool generation, std::string* tenant) const {
+  // The caller's tenant, or UNAUTHENTICATED.
+  Status Authenticate(grpc::CallbackServerContext* call, std::string* tenant) const {
     std::string_view authorization;
     const auto& metadata = call->client_metadata();
     if (auto it = metadata.find("authorization"); it != metadata.end()) {
@@ -139,121 +159,105 @@ class GenerationService final : public v1::Generation::CallbackService {
     std::optional<std::string> who = auth_.Authenticate(authorization);
     if (!who) return UnauthenticatedError("missing or invalid API key (metadata 'authorization: Bearer <key>')");
     *tenant = std::move(*who);
-    if (ctx_->loading || ctx_->engine == nullptr) return UnavailableError("the model is loading");
-    if (!generation) return OkStatus();
-    if (ctx_->draining) return UnavailableError("the server is shutting down");
-    if (!ctx_->engine->Healthy()) return UnavailableError("the engine is not healthy");
     return OkStatus();
   }
 
-  const ChatTemplate& chat_template() {
-    std::call_once(template_once_, [this] {
-      const Tokenizer& tok = ctx_->engine->model().tokenizer();
-      template_ = ChatTemplate::Detect(tok.vocab().chat_template, tok);
-    });
-    return *template_;
+  Status ModelLoaded() const {
+    if (ctx_->loading || ctx_->engine == nullptr) return UnavailableError("the model is loading");
+    return OkStatus();
   }
 
-  GrpcRequestEnv Env(std::string tenant) {
-    GrpcRequestEnv env;
-    env.engine = ctx_->engine;
-    env.chat_template = &chat_template();
-    env.model_id = ctx_->model_id;
-    env.default_max_tokens = ctx_->options.default_max_tokens;
-    env.tenant = std::move(tenant);
-    return env;
-  }
-
-  // Admits, builds and submits; on failure returns the status (counted as rejected unless
-  // it is an authentication failure).
-  template <typename Build>
-  StatusOr<std::shared_ptr<RequestStream>> Submit(grpc::CallbackServerContext* call, Build build) {
-    std::string tenant;
-    Status admitted = Admit(call, /*generation=*/true, &tenant);
-    if (!admitted.ok()) {
-      if (admitted.code() != StatusCode::kUnauthenticated) ctx_->CountRejected();
-      return admitted;
-    }
-    StatusOr<GenerationRequest> request = build(Env(std::move(tenant)));
-    if (request.ok()) {
-      const auto& metadata = call->client_metadata();
-      if (auto it = metadata.find(std::string(kSessionHeader)); it != metadata.end()) {
-        Status merged = MergeSessionHeader(std::string_view(it->second.data(), it->second.size()),
-                                           &request->session_id);
-        if (!merged.ok()) request = merged;
-      }
-    }
-    if (!request.ok()) {
+  // Authenticates, decodes and submits through the RequestBuilder (which counts refusals;
+  // undecodable requests are counted here).
+  template <typename Request>
+  StatusOr<std::shared_ptr<RequestStream>> Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& bytes) {
+    Caller caller;
+    RETURN_IF_ERROR(Authenticate(call, &caller.tenant));
+    Request request;
+    if (grpc::Status parsed = ParseMessage(bytes, &request); !parsed.ok()) {
       ctx_->CountRejected();
-      return request.status();
+      return InvalidArgumentError(parsed.error_message());
     }
-    StatusOr<std::shared_ptr<RequestStream>> stream = ctx_->engine->Submit(std::move(request).value());
-    if (!stream.ok()) ctx_->CountRejected();
-    return stream;
+    StatusOr<GenerationInput> input = ToGenerationInput(request);
+    if (!input.ok()) {
+      ctx_->CountRejected();
+      return input.status();
+    }
+    const auto& metadata = call->client_metadata();
+    if (auto it = metadata.find(std::string(kSessionHeader)); it != metadata.end()) {
+      caller.session_header.assign(it->second.data(), it->second.size());
+    }
+    SubmittedRequests submitted;
+    ApiError error;
+    if (!builder_.Submit(*input, caller, &submitted, &error)) return error.status;
+    return std::move(submitted.streams.front());
   }
 
   GrpcCallInfo CallInfo(grpc::CallbackServerContext* call, const char* method, uint64_t request_id) const {
     GrpcCallInfo info;
     info.engine = ctx_->engine;
     info.id = fmt::format("gen-{}", request_id);
+    info.model = ctx_->model_id;
     info.method = method;
     info.peer = call->peer();
     return info;
   }
 
-  template <typename Build>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* call, const char* method,
-                                  v1::GenerateResponse* response, Build build) {
-    StatusOr<std::shared_ptr<RequestStream>> stream = Submit(call, build);
-    if (!stream.ok()) return Refuse(call, method, stream.status());
+  template <typename Request>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes,
+                                  grpc::ByteBuffer* response) {
+    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
+    if (!stream.ok()) {
+      const grpc::Status status = ToGrpcStatus(stream.status());
+      LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
+      grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+      reactor->Finish(status);
+      return reactor;
+    }
     GrpcCallInfo info = CallInfo(call, method, (*stream)->id());
-    response->set_id(info.id);
-    response->set_model(ctx_->model_id);
     return GenerationUnaryReactor::Start(std::move(info), std::move(stream).value(), response);
   }
 
-  template <typename Build>
-  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* Streaming(grpc::CallbackServerContext* call,
-                                                                   const char* method, Build build) {
-    StatusOr<std::shared_ptr<RequestStream>> stream = Submit(call, build);
+  template <typename Request>
+  StreamReactor* Streaming(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes) {
+    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
     if (!stream.ok()) {
-      // A write reactor that only finishes: deletes itself when done.
-      class Refused final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
-       public:
-        explicit Refused(const grpc::Status& status) { Finish(status); }
-        void OnDone() override { delete this; }
-      };
       const grpc::Status status = ToGrpcStatus(stream.status());
       LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
-      return new Refused(status);
+      return new RefusedStream(status);
     }
     GrpcCallInfo info = CallInfo(call, method, (*stream)->id());
     return GenerationStreamReactor::Start(std::move(info), std::move(stream).value());
   }
 
-  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* call, const char* method, const Status& status) {
-    const grpc::Status grpc_status = ToGrpcStatus(status);
-    LogGrpcCall(CallInfo(call, method, 0), grpc_status, nullptr);
+  // Authenticates, decodes, runs `work` on this thread once the model is loaded, and encodes
+  // its response.
+  template <typename Request, typename Response, typename Work>
+  grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes,
+                                   grpc::ByteBuffer* response_bytes, Work work) {
     grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
-    reactor->Finish(grpc_status);
-    return reactor;
-  }
-
-  // Admits (without the readiness of the engine loop) and runs `work` on this thread.
-  template <typename Work>
-  grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* call, Work work) {
     std::string tenant;
-    Status status = Admit(call, /*generation=*/false, &tenant);
-    if (status.ok()) status = work();
-    grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+    Status status = Authenticate(call, &tenant);
+    if (status.ok()) status = ModelLoaded();
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return reactor;
+    }
+    Request request;
+    if (grpc::Status parsed = ParseMessage(request_bytes, &request); !parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    Response response;
+    status = work(request, &response);
+    if (status.ok()) SerializeMessage(response, response_bytes);
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
 
   ServerContext* const ctx_;
   const ApiKeyAuth auth_;
-  std::once_flag template_once_;
-  std::optional<ChatTemplate> template_;
+  RequestBuilder builder_;
 };
 
 class GrpcServerImpl final : public GrpcServer {

@@ -30,6 +30,7 @@ GenerationJob::GenerationJob(Engine* engine, const Tokenizer* tokenizer, Respons
       echo_(std::move(echo)),
       prompt_lengths_(std::move(prompt_lengths)),
       tokens_seen_(streams_.size(), 0),
+      prompt_logprobs_(streams_.size()),
       choices_(streams_.size() * static_cast<size_t>(n)) {
   echo_.resize(streams_.size());
   prompt_lengths_.resize(streams_.size());
@@ -61,6 +62,10 @@ bool GenerationJob::Collect() {
     streams_[i]->TryDrain(&deltas);
     for (StreamDelta& d : deltas) {
       tokens_seen_[i] += static_cast<int>(d.token_ids.size());
+      if (!d.prompt_logprobs.empty()) {
+        prompt_logprobs_[i] = std::move(d.prompt_logprobs);  // before the prompt's first output
+        if (d.token_ids.empty() && d.text.empty() && !d.finish_reason) continue;
+      }
       const int index = static_cast<int>(i) * n_ + d.index;
       pending_.emplace_back(index, std::move(d));
     }
@@ -115,9 +120,12 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
   Choice& c = choices_[static_cast<size_t>(index)];
   const bool normal_finish = IsNormalFinish(d.finish_reason);
   std::string text = d.text;
+  std::vector<TokenLogprob> logprobs;
   if (!c.started && (HasContent(d) || meta_.kind == ApiKind::kChat)) {
     text = echo_[static_cast<size_t>(index / n_)] + text;
+    logprobs = prompt_logprobs_[static_cast<size_t>(index / n_)];
   }
+  logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
   if (!HasContent(d) && text.empty()) return;  // an error/abort marker: the end says why
 
   ChunkChoice chunk;
@@ -129,9 +137,9 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
       chunk.first = false;
     }
     c.started = true;
-    if (!text.empty() || (meta_.logprobs && !d.logprobs.empty())) {
+    if (!text.empty() || (meta_.logprobs && !logprobs.empty())) {
       chunk.text = std::move(text);
-      chunk.logprobs = d.logprobs;
+      chunk.logprobs = logprobs;
       *out += FormatChunkEvent(meta_, chunk, *tok_);
     }
     if (normal_finish) {
@@ -143,11 +151,11 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
     return;
   }
   c.started = true;
-  if (text.empty() && !normal_finish && !(meta_.logprobs && !d.logprobs.empty())) return;
+  if (text.empty() && !normal_finish && !(meta_.logprobs && !logprobs.empty())) return;
   chunk.text_offset = c.text_offset;
   c.text_offset += static_cast<int>(text.size());
   chunk.text = std::move(text);
-  chunk.logprobs = d.logprobs;
+  chunk.logprobs = logprobs;
   if (normal_finish) chunk.finish = d.finish_reason;
   *out += FormatChunkEvent(meta_, chunk, *tok_);
 }
@@ -165,11 +173,14 @@ HttpReply GenerationJob::FinalReply() {
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
     const std::string& echo = echo_[i / static_cast<size_t>(n_)];
+    const std::vector<TokenLogprob>& prompt_logprobs = prompt_logprobs_[i / static_cast<size_t>(n_)];
     ChoiceResult r;
     r.index = static_cast<int>(i);
     r.text = echo + c.text;
-    r.text_offset_base = static_cast<int>(echo.size());
-    r.logprobs = std::move(c.logprobs);
+    // With prompt logprobs the offsets run over the prompt tokens too, from 0.
+    r.text_offset_base = prompt_logprobs.empty() ? static_cast<int>(echo.size()) : 0;
+    r.logprobs = prompt_logprobs;
+    r.logprobs.insert(r.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
     r.finish = c.finish;
     results.push_back(std::move(r));
   }

@@ -41,7 +41,9 @@ class GenerationJob {
   };
 
   // `echo[p]` is prepended to each choice of prompt p (empty: no echo); `prompt_lengths[p]`
-  // counts its prompt tokens for usage() while the request has not finished.
+  // counts its prompt tokens for usage() while the request has not finished. Prompt logprobs
+  // (a delta's prompt_logprobs) go in front of each choice's logprobs, and its text offsets
+  // then count from the start of the echoed prompt.
   GenerationJob(Engine* engine, const Tokenizer* tokenizer, ResponseMeta meta, bool stream, int n,
                 std::vector<std::shared_ptr<RequestStream>> streams, std::vector<std::string> echo,
                 std::vector<int> prompt_lengths = {});
@@ -93,6 +95,7 @@ class GenerationJob {
   std::vector<std::string> echo_;
   std::vector<int> prompt_lengths_;
   std::vector<int> tokens_seen_;  // per stream
+  std::vector<std::vector<TokenLogprob>> prompt_logprobs_;  // per stream (when requested)
   std::vector<Choice> choices_;
   std::vector<std::pair<int, StreamDelta>> pending_;  // (response index, delta), not yet sent
   bool started_ = false;

@@ -9,7 +9,6 @@
 
 #include "common/log.h"
 #include "server/front_ends.h"
-#include "server/session_header.h"
 
 namespace kvserve {
 namespace {
@@ -46,16 +45,6 @@ HttpReply Error(Status status, std::string code = "", std::string param = "") {
   return ErrorReply(ApiError{std::move(status), std::move(param), std::move(code), 0});
 }
 
-// OpenAI's error codes for the engine's refusals.
-std::string CodeFor(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOutOfRange: return "context_length_exceeded";
-    case StatusCode::kResourceExhausted: return "rate_limit_exceeded";
-    case StatusCode::kUnavailable: return "service_unavailable";
-    default: return "";
-  }
-}
-
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -64,21 +53,8 @@ int64_t UnixNow() {
 }  // namespace
 
 HttpRouter::HttpRouter(ServerContext* ctx)
-    : ctx_(ctx), auth_(ctx->options.api_keys), created_(UnixNow()), id_nonce_(std::random_device{}()) {}
-
-int HttpRouter::max_model_len() const {
-  const Engine& engine = *ctx_->engine;
-  const int configured = engine.config().max_model_len;
-  return configured > 0 ? configured : engine.model().config().context_length;
-}
-
-const ChatTemplate& HttpRouter::chat_template() {
-  std::call_once(template_once_, [this] {
-    const Tokenizer& tok = ctx_->engine->model().tokenizer();
-    template_ = ChatTemplate::Detect(tok.vocab().chat_template, tok);
-  });
-  return *template_;
-}
+    : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
+      id_nonce_(std::random_device{}()) {}
 
 std::string HttpRouter::NextId(ApiKind kind) {
   return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",
@@ -118,19 +94,15 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     result.reply = std::move(reply);
     return result;
   }
-  const bool generation = spec->route == Route::kCompletions || spec->route == Route::kChat;
+  if (spec->route == Route::kCompletions || spec->route == Route::kChat) {
+    return Generate(request, spec->route == Route::kChat ? ApiKind::kChat : ApiKind::kCompletion,
+                    tenant.value_or(""));
+  }
   if (!spec->observability && (ctx_->loading || ctx_->draining)) {
     result.reply = Error(UnavailableError(ctx_->loading ? "the model is loading; retry shortly"
                                                         : "the server is shutting down"),
                          "service_unavailable");
-    if (generation) ctx_->CountRejected();
     return result;
-  }
-  if (generation) {
-    Result r = Generate(request, spec->route == Route::kChat ? ApiKind::kChat : ApiKind::kCompletion,
-                        tenant.value_or(""));
-    if (!r.job) ctx_->CountRejected();  // refused before the engine accepted it
-    return r;
   }
 
   switch (spec->route) {
@@ -138,14 +110,14 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     case Route::kChat:
       break;  // handled above
     case Route::kModels:
-      result.reply = ModelsReply(ctx_->model_id, created_, max_model_len());
+      result.reply = ModelsReply(ctx_->model_id, created_, builder_.max_model_len());
       return result;
     case Route::kModel: {
       const std::string_view id = path.substr(sizeof(kModelsPrefix) - 1);
       if (id != ctx_->model_id) {
         result.reply = Error(NotFoundError(fmt::format("the model '{}' does not exist", id)), "model_not_found", "model");
       } else {
-        result.reply = ModelReply(ctx_->model_id, created_, max_model_len());
+        result.reply = ModelReply(ctx_->model_id, created_, builder_.max_model_len());
       }
       return result;
     }
@@ -156,7 +128,11 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       if (ctx_->Ready()) {
         result.reply = StatusReply(200, "ready");
       } else {
-        result.reply = StatusReply(503, ctx_->loading ? "loading" : ctx_->draining ? "draining" : "unhealthy");
+        const char* state = ctx_->loading                  ? "loading"
+                            : ctx_->draining               ? "draining"
+                            : !ctx_->engine->Healthy()     ? "unhealthy"
+                                                           : "busy";  // the queue is full
+        result.reply = StatusReply(503, state);
         result.reply->headers.emplace_back("Retry-After", "1");
       }
       return result;
@@ -174,17 +150,9 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       result.reply = std::move(reply);
       return result;
     }
-    case Route::kTokenize: {
-      TokenizeRequest t;
-      ApiError error;
-      if (!ParseTokenizeRequest(request.body, &t, &error)) {
-        result.reply = ErrorReply(error);
-        return result;
-      }
-      const std::vector<int32_t> tokens = ctx_->engine->model().tokenizer().Encode(t.text, t.add_special_tokens);
-      result.reply = TokenizeReply(tokens, max_model_len());
+    case Route::kTokenize:
+      result.reply = Tokenize(request);
       return result;
-    }
     case Route::kDebugCache: {
       // Debug only (--enable-debug-endpoints): the check runs on the engine thread.
       KvCacheStats stats;
@@ -218,38 +186,18 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   return result;
 }
 
-bool HttpRouter::Tokenize(const OpenAiRequest& q, std::vector<std::vector<int32_t>>* prompts,
-                          std::vector<std::string>* echo, ApiError* error) {
-  const Tokenizer& tok = ctx_->engine->model().tokenizer();
-  if (q.kind == ApiKind::kChat) {
-    const ChatTemplate& tmpl = chat_template();
-    StatusOr<std::string> rendered = tmpl.Render(q.messages, /*add_generation_prompt=*/true);
-    if (!rendered.ok()) {
-      *error = ApiError{rendered.status(), "messages", "", 0};
-      return false;
-    }
-    prompts->push_back(tmpl.Encode(*rendered, tok));
-    return true;
+HttpReply HttpRouter::Tokenize(const HttpRequestInfo& request) {
+  TokenizeRequest t;
+  ApiError error;
+  if (!ParseTokenizeRequest(request.body, &t, &error)) return ErrorReply(error);
+  if (Status model = builder_.CheckModel(t.model); !model.ok()) return Error(model, "model_not_found", "model");
+  if (t.messages.empty()) {
+    return TokenizeReply(ctx_->engine->model().tokenizer().Encode(t.text, t.add_special_tokens),
+                         builder_.max_model_len());
   }
-  for (const PromptInput& p : q.prompts) {
-    if (p.is_tokens) {
-      // Checked here, not only by Engine::Submit: echo decodes the ids first (the tokenizer
-      // CHECKs its argument).
-      for (int32_t id : p.tokens) {
-        if (id < 0 || id >= tok.vocab_size()) {
-          *error = InvalidField("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id,
-                                                      tok.vocab_size()));
-          return false;
-        }
-      }
-      prompts->push_back(p.tokens);
-      if (q.echo) echo->push_back(tok.Decode(p.tokens));
-    } else {
-      prompts->push_back(tok.Encode(p.text, /*add_special=*/true));
-      if (q.echo) echo->push_back(p.text);
-    }
-  }
-  return true;
+  StatusOr<RenderedPrompt> rendered = builder_.RenderChat(t.messages, t.add_generation_prompt);
+  if (!rendered.ok()) return ErrorReply(ApiError{rendered.status(), "messages", "", 0});
+  return TokenizeReply(rendered->tokens, builder_.max_model_len());
 }
 
 HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant) {
@@ -258,64 +206,16 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
   OpenAiRequest q;
   ApiError error;
   if (!ParseOpenAiRequest(request.body, kind, &q, &error)) {
+    ctx_->CountRejected();  // the builder counts every refusal after decoding
     result.reply = ErrorReply(error);
     return result;
   }
-  if (q.model != ctx_->model_id) {
-    result.reply = Error(NotFoundError(fmt::format("the model '{}' does not exist (this server serves '{}')",
-                                                   q.model, ctx_->model_id)),
-                         "model_not_found", "model");
-    return result;
-  }
-  if (Status merged = MergeSessionHeader(request.session_id, &q.session_id); !merged.ok()) {
-    result.reply = ErrorReply(InvalidField("session_id", merged.message()));
-    return result;
-  }
-  if (!q.session_id.empty() && q.prompts.size() > 1) {
-    result.reply = ErrorReply(InvalidField("session_id", "a chat session takes one prompt, not a batch"));
-    return result;
-  }
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::string> echo;
-  if (!Tokenize(q, &prompts, &echo, &error)) {
+  SubmittedRequests submitted;
+  if (!builder_.Submit(q, Caller{tenant, request.session_id}, &submitted, &error)) {
     result.reply = ErrorReply(error);
     return result;
   }
-
   Engine& engine = *ctx_->engine;
-  const int max_len = max_model_len();
-  GenerationRequest base;
-  base.sampling = q.sampling;
-  base.n = q.n;
-  base.session_id = q.session_id;
-  base.tenant = tenant;
-  base.cache_salt = tenant.empty() ? q.cache_salt : tenant + "/" + q.cache_salt;
-  base.priority = q.priority;
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  std::vector<int> prompt_lengths;
-  for (std::vector<int32_t>& tokens : prompts) {
-    GenerationRequest r = base;
-    const int prompt_len = static_cast<int>(tokens.size());
-    if (q.max_tokens) {
-      r.sampling.max_tokens = *q.max_tokens;
-    } else if (kind == ApiKind::kChat) {
-      r.sampling.max_tokens = max_len > prompt_len ? max_len - prompt_len : ctx_->options.default_max_tokens;
-    } else {
-      r.sampling.max_tokens = ctx_->options.default_max_tokens;
-    }
-    prompt_lengths.push_back(prompt_len);
-    r.prompt_tokens = std::move(tokens);
-    StatusOr<std::shared_ptr<RequestStream>> stream = engine.Submit(std::move(r));
-    if (!stream.ok()) {
-      for (auto& s : streams) engine.Abort(s->id());
-      const StatusCode code = stream.status().code();
-      const char* param = code == StatusCode::kOutOfRange ? (kind == ApiKind::kChat ? "messages" : "prompt") : "";
-      result.reply = ErrorReply(ApiError{stream.status(), param, CodeFor(code), 0});
-      return result;
-    }
-    streams.push_back(std::move(stream).value());
-  }
-
   ResponseMeta meta;
   meta.kind = kind;
   meta.id = NextId(kind);
@@ -325,7 +225,8 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
   meta.include_usage = q.stream && q.include_usage;
   result.id = meta.id;
   result.job = std::make_unique<GenerationJob>(&engine, &engine.model().tokenizer(), std::move(meta), q.stream, q.n,
-                                               std::move(streams), std::move(echo), std::move(prompt_lengths));
+                                               std::move(submitted.streams), std::move(submitted.echo),
+                                               std::move(submitted.prompt_lengths));
   return result;
 }
 

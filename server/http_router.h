@@ -13,12 +13,15 @@
 //
 // Order of checks: unknown path 404, API key 401 (/health, /ready, /metrics are open unless
 // protect_observability), wrong method 405, loading or draining 503 (everything except the
-// three observability routes), then the route. Errors are OpenAI error bodies with the
-// status from server/error_mapping.
+// three observability routes; for generation the RequestBuilder decides), then the route.
+// Errors are OpenAI error bodies with the status from server/error_mapping.
 //
-// Tenancy: with API keys, a request's tenant is its key's identity (server/auth.h); it owns
-// its chat sessions (per-key session limits) and is mixed into the prefix-cache salt
-// ("<tenant>/<cache_salt>"), so tenants never share cached prefixes.
+// Generation requests go through the RequestBuilder that gRPC uses too (model, sessions,
+// tokenization, tenant isolation, limits, rejection accounting); the router only decodes
+// the OpenAI JSON and counts the requests that fail to decode as rejected.
+//
+// Handle may parse and tokenize large bodies: the HTTP server calls it for POST requests on
+// its worker threads, never on the I/O threads.
 //
 // Thread-safe: Handle is called concurrently from the I/O threads.
 #pragma once
@@ -29,11 +32,11 @@
 #include <optional>
 #include <string>
 
-#include "engine/model/chat_template.h"
 #include "server/auth.h"
 #include "server/http_generation.h"
 #include "server/http_types.h"
 #include "server/openai_codec.h"
+#include "server/request_builder.h"
 #include "server/server_context.h"
 
 namespace kvserve {
@@ -51,24 +54,20 @@ class HttpRouter {
   };
   [[nodiscard]] Result Handle(const HttpRequestInfo& request);
 
-  // The maximum sequence length requests are held to.
-  int max_model_len() const;
+  // Whether the request may take long to handle (parsing, tokenizing a large body): POST.
+  static bool IsHeavy(const HttpRequestInfo& request) { return request.method == "POST"; }
 
  private:
   Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);
-  // Turns prompts or messages into token ids (one vector per engine request) and echo text.
-  bool Tokenize(const OpenAiRequest& q, std::vector<std::vector<int32_t>>* prompts,
-                std::vector<std::string>* echo, ApiError* error);
-  const ChatTemplate& chat_template();
+  HttpReply Tokenize(const HttpRequestInfo& request);
   std::string NextId(ApiKind kind);
 
   ServerContext* ctx_;
   ApiKeyAuth auth_;
+  RequestBuilder builder_;
   const int64_t created_;  // unix seconds at start, for /v1/models and responses
   std::atomic<uint64_t> next_id_{1};
   const uint64_t id_nonce_;
-  std::once_flag template_once_;
-  std::optional<ChatTemplate> template_;
 };
 
 // One log line per finished HTTP request: id, method, route, status, client, duration; for

@@ -4,8 +4,12 @@
 // A connection's life, all on its strand:
 //   wait for the first byte (idle timeout; a new connection gets the header timeout) ->
 //   read the header (header timeout; 431 over the header limit, 413 when Content-Length is
-//   over the body limit) -> answer "Expect: 100-continue" -> read the body (413) ->
-//   HttpRouter::Handle -> either write the reply, or run a GenerationJob:
+//   over the body limit) -> check the framing (RFC 9112; else 400/501 and close: see
+//   FramingError) -> answer "Expect: 100-continue" -> read the body (413) ->
+//   HttpRouter::Handle (POST requests, which may parse and tokenize megabytes, on the worker
+//   pool, so the I/O threads keep answering health checks and streams; at most
+//   kMaxPendingWork of them queued, else 503) -> either write the reply, or run a
+//   GenerationJob:
 //     * the job's listener (engine thread) posts OnJobOutput to the strand, at most one post
 //       outstanding; OnJobOutput polls the job and queues bytes; one write at a time, and
 //       whatever queued meanwhile goes out in the next write (coalescing);
@@ -21,6 +25,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
@@ -51,6 +56,46 @@ constexpr size_t kMaxPipelinedBytes = 64 << 10;       // stop watching a client 
 constexpr size_t kMaxLingerBytes = 64 << 20;          // input drained before closing
 constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr auto kStopDeadline = std::chrono::seconds(5);
+constexpr int kMaxPendingWork = 256;                  // POST requests queued for the workers
+
+// A request whose framing is ambiguous must be refused and its connection closed (RFC 9112
+// 6.1, 6.3, 3.2): otherwise its body could be read as the next request (smuggling). Returns
+// the status (400, or 501 for a transfer coding kvserve does not implement) and a message.
+std::optional<std::pair<int, std::string>> FramingError(const http::request_header<>& req) {
+  const unsigned version = req.version();
+  if (version >= 11 && req.count(http::field::host) != 1) {
+    return std::pair{400, std::string("an HTTP/1.1 request needs exactly one Host header")};
+  }
+  const size_t te_lines = req.count(http::field::transfer_encoding);
+  if (te_lines == 0) return std::nullopt;
+  if (version < 11) return std::pair{400, std::string("Transfer-Encoding in an HTTP/1.0 request")};
+  if (te_lines > 1) return std::pair{400, std::string("more than one Transfer-Encoding header")};
+  if (req.count(http::field::content_length) > 0) {
+    return std::pair{400, std::string("both Transfer-Encoding and Content-Length")};
+  }
+  // The codings, in order; only exactly "chunked" is accepted.
+  std::vector<std::string> codings;
+  const beast::string_view field = req[http::field::transfer_encoding];
+  const std::string_view value(field.data(), field.size());
+  for (size_t pos = 0; pos <= value.size();) {
+    size_t comma = value.find(',', pos);
+    if (comma == std::string_view::npos) comma = value.size();
+    std::string_view item = value.substr(pos, comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    std::string lower(item);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    codings.push_back(std::move(lower));
+    pos = comma + 1;
+  }
+  if (codings.back() != "chunked") {
+    return std::pair{400, std::string("the last Transfer-Encoding must be chunked")};
+  }
+  if (codings.size() > 1) {
+    return std::pair{501, std::string("Transfer-Encoding other than chunked is not supported")};
+  }
+  return std::nullopt;
+}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -83,11 +128,14 @@ class ThreadCpuProfileScope {
 
 class Connection;
 
-// What every connection shares: the context, the router and the registry Stop() walks.
+// What every connection shares: the context, the router, the worker pool (owned by the
+// server, which outlives the connections' use of it) and the registry Stop() walks.
 struct ServerShared {
-  explicit ServerShared(ServerContext* c) : ctx(c), router(c) {}
+  ServerShared(ServerContext* c, net::thread_pool* w) : ctx(c), router(c), workers(w) {}
   ServerContext* ctx;
   HttpRouter router;
+  net::thread_pool* workers;
+  std::atomic<int> pending_work{0};
   std::atomic<bool> stopping{false};
   std::mutex mu;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;
@@ -205,6 +253,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (HandleReadError(ec)) return;
     const auto& req = parser_->get();
     version_ = req.version();
+    if (std::optional<std::pair<int, std::string>> error = FramingError(req.base())) {
+      return ProtocolError(error->first, error->second);
+    }
     if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
       continue_ = "HTTP/1.1 100 Continue\r\n\r\n";
       stream_.expires_after(Millis(options().write_timeout_seconds));
@@ -226,11 +277,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // Answers and closes the connection: nothing after the error is read as a request.
   void ProtocolError(int status, const std::string& message) {
     keep_alive_ = false;
+    closing_ = true;
     method_ = "-";
     route_ = "-";
-    WriteReply(ErrorReply(ApiError{InvalidArgumentError(message), "", "", status}));
+    const Status why = status == 501 ? UnimplementedError(message) : InvalidArgumentError(message);
+    WriteReply(ErrorReply(ApiError{why, "", "", status}));
   }
 
   // ---------------------------------------------------------------- handling it
@@ -249,7 +303,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     info.body = std::move(req.body());
     info.remote = remote_;
     method_ = info.method;
-    HttpRouter::Result result = shared_->router.Handle(info);
+    if (!HttpRouter::IsHeavy(info)) return OnRouted(shared_->router.Handle(info));
+    if (shared_->pending_work.fetch_add(1) >= kMaxPendingWork) {
+      --shared_->pending_work;
+      route_ = info.target;
+      return WriteReply(ErrorReply(ApiError{UnavailableError("the server is busy; retry shortly"), "",
+                                            "service_unavailable", 0}));
+    }
+    net::post(*shared_->workers, [self = shared_from_this(), info = std::move(info)]() mutable {
+      HttpRouter::Result result = self->shared_->router.Handle(info);
+      --self->shared_->pending_work;
+      net::post(self->stream_.get_executor(),
+                [self, result = std::move(result)]() mutable { self->OnRouted(std::move(result)); });
+    });
+  }
+
+  void OnRouted(HttpRouter::Result result) {
+    if (state_ == State::kClosing) {  // the server stopped meanwhile
+      if (result.job) result.job->Abort();
+      return;
+    }
     route_ = result.route;
     quiet_ = result.quiet;
     request_id_ = result.id;
@@ -450,8 +523,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 class BeastHttpServer final : public HttpServer {
  public:
   explicit BeastHttpServer(ServerContext* ctx)
-      : shared_(std::make_shared<ServerShared>(ctx)), acceptor_(net::make_strand(ioc_)), retry_timer_(acceptor_.get_executor()),
-        work_(net::make_work_guard(ioc_)) {}
+      : workers_(static_cast<size_t>(std::max(2, ctx->options.http_threads))),
+        shared_(std::make_shared<ServerShared>(ctx, &workers_)), acceptor_(net::make_strand(ioc_)),
+        retry_timer_(acceptor_.get_executor()), work_(net::make_work_guard(ioc_)) {}
   ~BeastHttpServer() override { Stop(); }
 
   Status Listen() {
@@ -519,6 +593,7 @@ class BeastHttpServer final : public HttpServer {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
+      workers_.join();  // handlers still running finish; they post to the strands below
       work_.reset();
       ioc_.stop();
       for (std::thread& t : threads_) t.join();
@@ -550,6 +625,7 @@ class BeastHttpServer final : public HttpServer {
   }
 
   net::io_context ioc_;
+  net::thread_pool workers_;  // HttpRouter::Handle for POST requests
   std::shared_ptr<ServerShared> shared_;
   tcp::acceptor acceptor_;
   net::steady_timer retry_timer_;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -83,7 +84,37 @@ class FieldReader {
   bool ok_ = true;
 };
 
+// Deepest nesting of arrays and objects in `body` (strings skipped); stops counting once over
+// `limit`.
+int JsonDepth(std::string_view body, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 bool ParseObject(std::string_view body, json* out, ApiError* error) {
+  if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    *error = InvalidField("", fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth));
+    return false;
+  }
   *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) {
     *error = InvalidField("", "the request body is not valid JSON");
@@ -208,6 +239,29 @@ bool ParseStop(const json& s, std::vector<std::string>* stop, FieldReader* r) {
   return true;
 }
 
+// Parameters kvserve does not implement: refused with 400 naming them, never ignored.
+void RefuseUnsupported(FieldReader* r) {
+  if (const json* v = r->Get("best_of"); v != nullptr && !(v->is_number_integer() && v->get<int64_t>() <= 1)) {
+    r->Fail("best_of", "'best_of' > 1 is not supported (use n, or sample several times)");
+  }
+  if (const json* v = r->Get("suffix"); v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
+    r->Fail("suffix", "'suffix' (insertion) is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = r->Get(name); v != nullptr && !(v->is_array() && v->empty())) {
+      r->Fail(name, fmt::format("'{}' (function calling) is not supported", name));
+    }
+  }
+  if (const json* v = r->Get("tool_choice"); v != nullptr && *v != "none") {
+    r->Fail("tool_choice", "'tool_choice' other than \"none\" is not supported");
+  }
+  if (r->Get("function_call") != nullptr) r->Fail("function_call", "'function_call' is not supported");
+  if (const json* v = r->Get("response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) r->Fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+  }
+}
+
 bool ParseLogitBias(const json& b, std::vector<std::pair<int32_t, float>>* bias, FieldReader* r) {
   if (!b.is_object()) return r->Fail("logit_bias", "'logit_bias' must be an object of token id -> bias");
   for (auto it = b.begin(); it != b.end(); ++it) {
@@ -235,11 +289,8 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
   q.kind = kind;
   SamplingParams& s = q.sampling;
 
-  if (r.Get("model") == nullptr) {
-    *error = InvalidField("model", "you must provide a model parameter");
-    return false;
-  }
-  r.String("model", &q.model);
+  r.String("model", &q.model);  // absent: the served model
+  RefuseUnsupported(&r);
   if (kind == ApiKind::kCompletion) {
     const json* p = r.Get("prompt");
     if (p == nullptr) {
@@ -278,7 +329,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
   r.Float("frequency_penalty", &s.frequency_penalty);
   r.Float("repetition_penalty", &s.repetition_penalty);
   r.Int("min_tokens", &s.min_tokens, 0);
-  r.Int("n", &q.n, 1, 128);
+  r.Int("n", &q.n, 1, kMaxChoices);
   int64_t seed = 0;
   if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
     s.seed = static_cast<uint64_t>(seed);
@@ -319,6 +370,12 @@ bool ParseTokenizeRequest(std::string_view body, TokenizeRequest* out, ApiError*
   json j;
   if (!ParseObject(body, &j, error)) return false;
   FieldReader r(j, error);
+  r.String("model", &out->model);
+  if (const json* m = r.Get("messages")) {
+    ParseMessages(*m, &out->messages, &r);
+    r.Bool("add_generation_prompt", &out->add_generation_prompt);
+    return r.ok();
+  }
   const char* field = r.Get("prompt") != nullptr ? "prompt" : "text";
   const json* text = r.Get(field);
   if (text == nullptr) {

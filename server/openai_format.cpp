@@ -1,6 +1,7 @@
 // OpenAI response encoding with nlohmann::json (see openai_format.h for the shapes).
 #include "server/openai_format.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "server/error_mapping.h"
@@ -47,10 +48,15 @@ json CompletionLogprobs(std::span<const TokenLogprob> lps, int text_offset, cons
   for (const TokenLogprob& lp : lps) {
     const std::string piece = tok.TokenToPiece(lp.id, /*render_special=*/true);
     tokens.push_back(piece);
-    token_logprobs.push_back(lp.logprob);
-    json alternatives = json::object();
-    for (const auto& [id, logprob] : lp.top) alternatives[tok.TokenToPiece(id, true)] = logprob;
-    top.push_back(std::move(alternatives));
+    if (std::isnan(lp.logprob)) {  // the first prompt token (echo): nothing to condition on
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+    } else {
+      token_logprobs.push_back(lp.logprob);
+      json alternatives = json::object();
+      for (const auto& [id, logprob] : lp.top) alternatives[tok.TokenToPiece(id, true)] = logprob;
+      top.push_back(std::move(alternatives));
+    }
     offsets.push_back(text_offset);
     text_offset += static_cast<int>(piece.size());
   }

@@ -10,7 +10,8 @@
 //                           "usage": null on every chunk when include_usage, and a last chunk
 //                           with "choices": [] and the usage.
 //   logprobs (completions) {"tokens","token_logprobs","top_logprobs":[{token: logprob}],
-//                           "text_offset"}
+//                           "text_offset"}; with echo, the prompt tokens come first and the
+//                           first one has null token_logprobs / top_logprobs entries
 //   logprobs (chat)        {"content":[{"token","logprob","bytes","top_logprobs":
 //                           [{"token","logprob","bytes"}]}]}
 //   usage                  {"prompt_tokens","completion_tokens","total_tokens",

@@ -49,16 +49,18 @@ struct ServerContext {
   Profiler* profiler = nullptr;
   std::atomic<bool> loading{true};    // /ready is 503 until the model is loaded
   std::atomic<bool> draining{false};  // /ready is 503 and new requests are refused
-  // Generation requests refused before the engine accepted them: the front end's own
-  // validation failed (bad parameters, unknown model, unrenderable messages) or
-  // Engine::Submit returned an error (queue full, prompt too long, draining). Front ends call
-  // CountRejected() once per refused request (not for auth failures); the metrics module
-  // exports it as kvserve_requests_total{status="rejected"}.
+  // Generation requests refused before the engine accepted them: the wire format did not
+  // decode (counted by the front end), or the RequestBuilder refused it (unknown model,
+  // unrenderable messages, loading, draining) or Engine::Submit did (queue full, prompt too
+  // long) — counted by the builder. Once per refused request, never for auth failures; the
+  // metrics module exports it as kvserve_requests_total{status="rejected"}.
   std::atomic<int64_t> requests_rejected{0};
 
   void CountRejected() { requests_rejected.fetch_add(1, std::memory_order_relaxed); }
 
-  bool Ready() const { return !loading && !draining && engine != nullptr && engine->Healthy(); }
+  // /ready and gRPC health: a generation request would be admitted now (model loaded, not
+  // draining, engine healthy and its queue not full).
+  bool Ready() const { return !loading && !draining && engine != nullptr && engine->AcceptingRequests(); }
 };
 
 }  // namespace kvserve

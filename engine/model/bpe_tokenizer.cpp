@@ -149,14 +149,14 @@ int32_t BpeTokenizer::MergeRank(std::string_view left, std::string_view right,
   return it == merge_ranks_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> BpeTokenizer::EncodeFragments(std::string_view text, std::span<const Fragment> fragments,
+                                                   bool add_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && adds_bos()) out.push_back(vocab_.bos_id);
   std::vector<BpePreTokenizer::Word> words;
   std::string mapped;
-  for (const Fragment& f : SplitOnSpecialTokens(text, parse_special)) {
+  for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
       continue;

@@ -27,11 +27,11 @@ class BpeTokenizer final : public Tokenizer {
   // INVALID_ARGUMENT when vocab.pre names an unsupported pre-tokenizer.
   [[nodiscard]] static StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
 
-  [[nodiscard]] std::vector<int32_t> Encode(std::string_view text, bool add_special,
-                                            bool parse_special = false) const override;
   [[nodiscard]] std::string TokenToPiece(int32_t id, bool render_special = false) const override;
 
  private:
+  [[nodiscard]] std::vector<int32_t> EncodeFragments(std::string_view text, std::span<const Fragment> fragments,
+                                                     bool add_special) const override;
   BpeTokenizer(Vocab vocab, std::unique_ptr<BpePreTokenizer> pre_tokenizer);
 
   // Merges one pre-tokenized word (raw bytes) and appends its tokens.

@@ -3,7 +3,7 @@
 #include "engine/model/chat_template.h"
 
 #include <ctime>
-#include <initializer_list>
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "engine/model/tokenizer.h"
@@ -79,11 +79,47 @@ std::string FindDefaultSystemPrompt(std::string_view tmpl) {
   return "";
 }
 
-// out += a + b + ...: appends pieces without building temporaries (GCC 12 warns, wrongly,
-// about -Wrestrict on chains of std::string operator+).
-void Append(std::string& out, std::initializer_list<std::string_view> pieces) {
-  for (std::string_view p : pieces) out.append(p);
-}
+// Builds a RenderedChat: markup is the template's own text, content is a message's text.
+class ChatWriter {
+ public:
+  ChatWriter& Markup(std::string_view text) {
+    out_.text.append(text);
+    return *this;
+  }
+  ChatWriter& Content(std::string_view text) {
+    if (text.empty()) return *this;
+    const size_t begin = out_.text.size();
+    out_.text.append(text);
+    if (!out_.content.empty() && out_.content.back().end == begin) {
+      out_.content.back().end = out_.text.size();
+    } else {
+      out_.content.push_back({begin, out_.text.size()});
+    }
+    return *this;
+  }
+  // Appends `part` with Python's str.strip() applied to its whole text (markup and content).
+  ChatWriter& Stripped(const ChatWriter& part) {
+    const std::string& t = part.out_.text;
+    const std::string_view kept = StripPythonWhitespace(t);
+    const size_t b = static_cast<size_t>(kept.data() - t.data());
+    const size_t e = b + kept.size();
+    size_t pos = b;
+    for (const TextRange& r : part.out_.content) {
+      const size_t rb = std::max(r.begin, b), re = std::min(r.end, e);
+      if (rb >= re) continue;
+      Markup(std::string_view(t).substr(pos, rb - pos));
+      Content(std::string_view(t).substr(rb, re - rb));
+      pos = re;
+    }
+    if (pos < e) Markup(std::string_view(t).substr(pos, e - pos));
+    return *this;
+  }
+  bool empty() const { return out_.text.empty(); }
+  RenderedChat Take() { return std::move(out_); }
+
+ private:
+  RenderedChat out_;
+};
 
 std::string TokenText(const Tokenizer& tok, int32_t id) {
   if (id < 0 || id >= tok.vocab_size()) return "";
@@ -178,12 +214,18 @@ bool ChatTemplate::adds_bos() const {
   }
 }
 
-std::vector<int32_t> ChatTemplate::Encode(std::string_view rendered, const Tokenizer& tok) const {
-  return tok.Encode(rendered, /*add_special=*/!adds_bos(), /*parse_special=*/true);
+std::vector<int32_t> ChatTemplate::Encode(const RenderedChat& rendered, const Tokenizer& tok) const {
+  return tok.EncodeWithLiteralRanges(rendered.text, /*add_special=*/!adds_bos(), rendered.content);
 }
 
 StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                            bool add_generation_prompt) const {
+  ASSIGN_OR_RETURN(RenderedChat rendered, RenderChat(messages, add_generation_prompt));
+  return std::move(rendered.text);
+}
+
+StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> messages,
+                                                bool add_generation_prompt) const {
   if (messages.empty()) return InvalidArgumentError("messages must not be empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
@@ -192,7 +234,7 @@ StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages
           "messages[{}].role '{}' is not one of 'system', 'user', 'assistant'", i, r));
     }
   }
-  std::string out;
+  ChatWriter out;
   switch (kind_) {
     case Kind::kLlama2: {
       // {% if messages[0]['role'] == 'system' %} loop_messages = messages[1:],
@@ -202,13 +244,13 @@ StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages
       for (size_t i = 0; i < loop.size(); ++i) {
         const ChatMessage& m = loop[i];
         if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
-        std::string content;
-        if (i == 0 && has_system) Append(content, {"<<SYS>>\n", messages[0].content, "\n<</SYS>>\n\n"});
-        content += m.content;
+        ChatWriter content;
+        if (i == 0 && has_system) content.Markup("<<SYS>>\n").Content(messages[0].content).Markup("\n<</SYS>>\n\n");
+        content.Content(m.content);
         if (m.role == "user") {
-          Append(out, {bos_, "[INST] ", StripPythonWhitespace(content), " [/INST]"});
+          out.Markup(bos_).Markup("[INST] ").Stripped(content).Markup(" [/INST]");
         } else if (m.role == "assistant") {
-          Append(out, {" ", StripPythonWhitespace(content), " ", eos_});
+          out.Markup(" ").Stripped(content).Markup(" ").Markup(eos_);
         }  // A later system message passes the alternation check at an odd index and is
            // not rendered (the template has no branch for it).
       }
@@ -216,15 +258,15 @@ StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages
     }
     case Kind::kMistral:
     case Kind::kMistralV01: {
-      out += bos_;
+      out.Markup(bos_);
       for (size_t i = 0; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
         if (m.role == "user") {
-          Append(out, {"[INST] ", m.content, " [/INST]"});
+          out.Markup("[INST] ").Content(m.content).Markup(" [/INST]");
         } else if (m.role == "assistant") {
-          Append(out, {m.content, eos_});
-          if (kind_ == Kind::kMistralV01) out += " ";
+          out.Content(m.content).Markup(eos_);
+          if (kind_ == Kind::kMistralV01) out.Markup(" ");
         } else {
           return InvalidArgumentError("Only user and assistant roles are supported!");
         }
@@ -233,56 +275,62 @@ StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages
     }
     case Kind::kLlama3: {
       for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += bos_;
-        Append(out, {"<|start_header_id|>", messages[i].role, "<|end_header_id|>\n\n",
-                     StripPythonWhitespace(messages[i].content), "<|eot_id|>"});
+        if (i == 0) out.Markup(bos_);
+        out.Markup("<|start_header_id|>").Markup(messages[i].role).Markup("<|end_header_id|>\n\n");
+        out.Content(StripPythonWhitespace(messages[i].content)).Markup("<|eot_id|>");
       }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      if (add_generation_prompt) out.Markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     }
     case Kind::kLlama31: {
-      out += bos_;
+      out.Markup(bos_);
       const bool has_system = messages[0].role == "system";
       const std::string_view system = has_system ? StripPythonWhitespace(messages[0].content) : "";
       const std::string date = !date_string_.empty() ? date_string_
                                : date_is_today_     ? TodayDateString()
                                                     : std::string("26 Jul 2024");
-      out += "<|start_header_id|>system<|end_header_id|>\n\n";
-      out += "Cutting Knowledge Date: December 2023\n";
-      Append(out, {"Today Date: ", date, "\n\n", system, "<|eot_id|>"});
+      out.Markup("<|start_header_id|>system<|end_header_id|>\n\n");
+      out.Markup("Cutting Knowledge Date: December 2023\n");
+      out.Markup("Today Date: ").Markup(date).Markup("\n\n").Content(system).Markup("<|eot_id|>");
       for (const ChatMessage& m : messages.subspan(has_system ? 1 : 0)) {
-        Append(out, {"<|start_header_id|>", m.role, "<|end_header_id|>\n\n", StripPythonWhitespace(m.content),
-                     "<|eot_id|>"});
+        out.Markup("<|start_header_id|>").Markup(m.role).Markup("<|end_header_id|>\n\n");
+        out.Content(StripPythonWhitespace(m.content)).Markup("<|eot_id|>");
       }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      if (add_generation_prompt) out.Markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     }
     case Kind::kChatml: {
       for (size_t i = 0; i < messages.size(); ++i) {
         if (i == 0 && !default_system_.empty() && messages[0].role != "system") {
-          Append(out, {"<|im_start|>system\n", default_system_, "<|im_end|>\n"});
+          out.Markup("<|im_start|>system\n").Markup(default_system_).Markup("<|im_end|>\n");
         }
-        Append(out, {"<|im_start|>", messages[i].role, "\n", messages[i].content, "<|im_end|>\n"});
+        out.Markup("<|im_start|>").Markup(messages[i].role).Markup("\n");
+        out.Content(messages[i].content).Markup("<|im_end|>\n");
       }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      if (add_generation_prompt) out.Markup("<|im_start|>assistant\n");
       break;
     }
     case Kind::kZephyr: {
       // Jinja with trim_blocks: the newline after each {{ ... }} line stays.
       for (size_t i = 0; i < messages.size(); ++i) {
-        Append(out, {"<|", messages[i].role, "|>\n", messages[i].content, eos_, "\n"});
-        if (i + 1 == messages.size() && add_generation_prompt) out += "<|assistant|>\n";
+        out.Markup("<|").Markup(messages[i].role).Markup("|>\n").Content(messages[i].content).Markup(eos_).Markup("\n");
+        if (i + 1 == messages.size() && add_generation_prompt) out.Markup("<|assistant|>\n");
       }
       break;
     }
     case Kind::kPlain: {
-      for (const ChatMessage& m : messages) Append(out, {TitleRole(m.role), ": ", m.content, "\n"});
-      if (add_generation_prompt) out += "Assistant:";
+      for (const ChatMessage& m : messages) {
+        // "Role:" and one space, unless the content brings its own (a generated reply does).
+        out.Markup(TitleRole(m.role)).Markup(":");
+        if (m.content.empty() || !IsPythonSpace(CharAt(m.content, 0).first)) out.Markup(" ");
+        out.Content(m.content).Markup("\n");
+      }
+      if (add_generation_prompt) out.Markup("Assistant:");
       break;
     }
   }
   if (out.empty()) return InvalidArgumentError("the messages render to an empty prompt");
-  return out;
+  return out.Take();
 }
 
 }  // namespace kvserve

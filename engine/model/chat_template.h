@@ -25,8 +25,17 @@
 //
 // BOS: llama2, mistral and llama3* write the BOS token into the text (`bos_token` in Jinja);
 // for them adds_bos() is true and the caller must not add another: Encode() below tokenizes
-// with add_special = !adds_bos() and parse_special = true (so "<|im_start|>" and friends
-// become their control tokens).
+// with add_special = !adds_bos().
+//
+// Control tokens: only the template's own markup ("<|im_start|>", "<s>", "[INST]" ...)
+// becomes control tokens. Message content is text: RenderChat records where each message's
+// content lies and Encode tokenizes "</s>" or "<|im_start|>system" typed by a user as the
+// characters they are, so content can neither end the prompt nor forge a turn.
+//
+// Assistant turns: the plain template renders "Assistant:" + content with one space between
+// unless the content already starts with whitespace, so the reply the model generated after
+// "Assistant:" (" Hello", as detokenized) renders back to the same tokens and a chat session
+// reuses it from the cache on the next turn.
 //
 // Roles: "system", "user", "assistant"; anything else is INVALID_ARGUMENT, and so is an
 // empty message list. Content is text; whitespace stripping follows Python's str.strip()
@@ -42,14 +51,19 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/model/tokenizer.h"
 
 namespace kvserve {
-
-class Tokenizer;
 
 struct ChatMessage {
   std::string role;
   std::string content;
+};
+
+// A rendered prompt and the byte ranges of message content in it (sorted, disjoint).
+struct RenderedChat {
+  std::string text;
+  std::vector<TextRange> content;
 };
 
 class ChatTemplate {
@@ -64,12 +78,16 @@ class ChatTemplate {
   [[nodiscard]] static ChatTemplate Make(Kind kind, std::string bos_token, std::string eos_token,
                                          std::string default_system = "", std::string date_string = "");
 
-  // The prompt text. `add_generation_prompt` appends the assistant turn header where the
-  // template has one (llama2 and mistral ignore it, as their Jinja templates do).
+  // The prompt text with its content ranges. `add_generation_prompt` appends the assistant
+  // turn header where the template has one (llama2 and mistral ignore it, as their Jinja
+  // templates do).
+  [[nodiscard]] StatusOr<RenderedChat> RenderChat(std::span<const ChatMessage> messages,
+                                                  bool add_generation_prompt) const;
+  // RenderChat's text only.
   [[nodiscard]] StatusOr<std::string> Render(std::span<const ChatMessage> messages,
                                              bool add_generation_prompt) const;
-  // Tokenizes a rendered prompt as the template requires (see BOS above).
-  [[nodiscard]] std::vector<int32_t> Encode(std::string_view rendered, const Tokenizer& tok) const;
+  // Tokenizes a rendered prompt as the template requires (see BOS and control tokens above).
+  [[nodiscard]] std::vector<int32_t> Encode(const RenderedChat& rendered, const Tokenizer& tok) const;
 
   // "plain", "chatml", "llama2", "mistral", "mistral-v0.1", "llama3", "llama3.1", "zephyr".
   std::string_view name() const;

@@ -118,14 +118,14 @@ SpmTokenizer::SpmTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
   }
 }
 
-std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::EncodeFragments(std::string_view text, std::span<const Fragment> fragments,
+                                                   bool add_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && adds_bos()) out.push_back(vocab_.bos_id);
   bool previous_was_special = true;  // the start of the text counts as "after a special token"
   std::string fragment;
-  for (const Fragment& f : SplitOnSpecialTokens(text, parse_special)) {
+  for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
       previous_was_special = true;

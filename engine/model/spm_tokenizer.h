@@ -26,11 +26,11 @@ class SpmTokenizer final : public Tokenizer {
   // REQUIRES: ValidateVocab(vocab).ok() and vocab.model == "llama".
   explicit SpmTokenizer(Vocab vocab);
 
-  [[nodiscard]] std::vector<int32_t> Encode(std::string_view text, bool add_special,
-                                            bool parse_special = false) const override;
   [[nodiscard]] std::string TokenToPiece(int32_t id, bool render_special = false) const override;
 
  private:
+  [[nodiscard]] std::vector<int32_t> EncodeFragments(std::string_view text, std::span<const Fragment> fragments,
+                                                     bool add_special) const override;
   // Tokenizes one raw fragment (already prefixed with a space where needed, not yet escaped).
   void EncodeFragment(std::string_view text, std::vector<int32_t>* out) const;
   // Emits `symbol` as one piece if it is one, else as byte tokens (or unk).

@@ -107,8 +107,17 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
       end_of_generation_ids_.end());
 }
 
-std::vector<Tokenizer::Fragment> Tokenizer::SplitOnSpecialTokens(std::string_view text,
-                                                                 bool parse_special) const {
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special, bool parse_special) const {
+  return EncodeFragments(text, SplitOnSpecialTokens(text, parse_special), add_special);
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithLiteralRanges(std::string_view text, bool add_special,
+                                                        std::span<const TextRange> literal) const {
+  return EncodeFragments(text, SplitOnSpecialTokens(text, /*parse_special=*/true, literal), add_special);
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::SplitOnSpecialTokens(std::string_view text, bool parse_special,
+                                                                 std::span<const TextRange> literal) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, text.size()});
@@ -133,16 +142,31 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitOnSpecialTokens(std::string_vie
     }
     return true;
   };
+  // Whether [begin, end) touches a literal range (ranges are sorted and disjoint).
+  auto overlaps_literal = [&](size_t begin, size_t end) {
+    auto it = std::upper_bound(literal.begin(), literal.end(), begin,
+                               [](size_t pos, const TextRange& r) { return pos < r.end; });
+    return it != literal.end() && it->begin < end;
+  };
 
   std::vector<Fragment> next;
   for (const int32_t id : special_ids_) {
     const TokenType type = token_type(id);
-    if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
+    const bool control = type == TokenType::kControl || type == TokenType::kUnknown;
+    if (!parse_special && control) continue;
     const std::string_view token = vocab_.tokens[static_cast<size_t>(id)];
     if (!may_occur(token)) continue;
+    auto accepted = [&](size_t hit) { return !control || !overlaps_literal(hit, hit + token.size()); };
+    // Next accepted occurrence in `raw` (which starts at text offset `base`) from `pos`.
+    auto find = [&](std::string_view raw, size_t base, size_t pos) {
+      for (size_t hit = raw.find(token, pos); hit != std::string_view::npos; hit = raw.find(token, hit + 1)) {
+        if (accepted(base + hit)) return hit;
+      }
+      return std::string_view::npos;
+    };
     bool found = false;
     for (const Fragment& f : fragments) {
-      if (f.token < 0 && text.substr(f.begin, f.end - f.begin).find(token) != std::string::npos) {
+      if (f.token < 0 && find(text.substr(f.begin, f.end - f.begin), f.begin, 0) != std::string_view::npos) {
         found = true;
         break;
       }
@@ -157,7 +181,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitOnSpecialTokens(std::string_vie
       }
       const std::string_view raw = text.substr(f.begin, f.end - f.begin);
       size_t pos = 0;
-      for (size_t hit; (hit = raw.find(token, pos)) != std::string_view::npos;) {
+      for (size_t hit; (hit = find(raw, f.begin, pos)) != std::string_view::npos;) {
         if (hit > pos) next.push_back({-1, f.begin + pos, f.begin + hit});
         next.push_back({id, 0, 0});
         pos = hit + token.size();

@@ -63,6 +63,12 @@ void AddVocabToGguf(const Vocab& vocab, GgufWriter* writer);
 // INVALID_ARGUMENT names the tokenizer.* key at fault.
 [[nodiscard]] Status ValidateVocab(const Vocab& vocab);
 
+// Byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Tokenizer {
  public:
   [[nodiscard]] static StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
@@ -72,8 +78,14 @@ class Tokenizer {
   // `parse_special`: text equal to a control/user-defined token (e.g. "<|im_start|>") becomes
   // that token instead of being split into characters (chat templates need this; user prompts
   // of the completions API do not by default).
-  [[nodiscard]] virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
-                                                    bool parse_special = false) const = 0;
+  [[nodiscard]] std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                                            bool parse_special = false) const;
+  // Encode with parse_special, except inside `literal` (sorted, disjoint ranges: e.g. chat
+  // message content), where control tokens are plain text as without parse_special. The text
+  // between control tokens is tokenized as one piece whatever the ranges, so a text whose
+  // literal ranges contain no control token gives exactly Encode(text, add_special, true).
+  [[nodiscard]] std::vector<int32_t> EncodeWithLiteralRanges(std::string_view text, bool add_special,
+                                                             std::span<const TextRange> literal) const;
 
   // The bytes token `id` contributes to the text: SentencePiece "▁" becomes " ", <0xXX> is
   // one raw byte, BPE pieces are mapped back from the byte alphabet. Control tokens (BOS, EOS,
@@ -122,10 +134,15 @@ class Tokenizer {
   explicit Tokenizer(Vocab vocab);
 
   // Splits `text` at occurrences of special tokens, as llama.cpp does: user-defined tokens
-  // always, control and unknown tokens only with `parse_special`; longer tokens first, each
-  // token splitting every raw fragment at all of its non-overlapping occurrences.
-  [[nodiscard]] std::vector<Fragment> SplitOnSpecialTokens(std::string_view text,
-                                                           bool parse_special) const;
+  // always, control and unknown tokens only with `parse_special` and only where an occurrence
+  // lies wholly outside every `literal` range; longer tokens first, each token splitting
+  // every raw fragment at all of its non-overlapping accepted occurrences.
+  [[nodiscard]] std::vector<Fragment> SplitOnSpecialTokens(std::string_view text, bool parse_special,
+                                                           std::span<const TextRange> literal = {}) const;
+  // The algorithm: tokenizes `text` given its split into raw fragments and special tokens.
+  [[nodiscard]] virtual std::vector<int32_t> EncodeFragments(std::string_view text,
+                                                             std::span<const Fragment> fragments,
+                                                             bool add_special) const = 0;
   // Whether Encode(add_special = true) prepends BOS / appends EOS.
   bool adds_bos() const { return vocab_.add_bos && vocab_.bos_id >= 0; }
   bool adds_eos() const { return vocab_.add_eos && vocab_.eos_id >= 0; }

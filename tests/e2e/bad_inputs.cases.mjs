@@ -44,7 +44,7 @@ export function httpCases(model) {
     { name: 'number 1e400 (overflows double)', status: 400, body: `{"model":"${model}","prompt":"x","temperature":1e400}` },
     { name: 'NaN literal', status: 400, body: `{"model":"${model}","prompt":"x","temperature":NaN}` },
     // ---- model and prompt
-    { name: 'model missing', status: 400, body: { prompt: 'x' }, param: 'model' },
+    { name: 'model omitted: the served model (as vLLM and llama.cpp)', status: 200, body: { prompt: 'x', max_tokens: 2 } },
     { name: 'model of the wrong type', status: 400, body: { model: 7, prompt: 'x' }, param: 'model' },
     { name: 'unknown model', status: 404, body: { model: 'gpt-4', prompt: 'x' }, code: 'model_not_found' },
     { name: 'prompt missing', status: 400, body: { model: M }, param: 'prompt' },
@@ -108,8 +108,19 @@ export function httpCases(model) {
       param: 'stream_options.include_usage' },
     { name: 'ignore_eos is 1', status: 400, body: P({ ignore_eos: 1 }), param: 'ignore_eos' },
     // ---- unknown fields are ignored; known extension fields of the wrong type are not
-    { name: 'unknown field of an odd type is ignored (OpenAI compatible)', status: 200, body: P({ functions: 5 }) },
-    { name: 'unknown nested field is ignored', status: 200, body: P({ response_format: [{ type: 7 }], tools: null }) },
+    { name: 'unknown field of an odd type is ignored (OpenAI compatible)', status: 200, body: P({ metadata_x: 5 }) },
+    { name: 'unknown nested field is ignored', status: 200, body: P({ extra: [{ type: 7 }], tools: null }) },
+    // ---- parameters kvserve does not implement are refused, never silently ignored
+    { name: 'best_of 2', status: 400, body: P({ best_of: 2 }), param: 'best_of' },
+    { name: 'suffix', status: 400, body: P({ suffix: ' the end' }), param: 'suffix' },
+    { name: 'tools', status: 400, path: CHAT, body: C({ tools: [{ type: 'function', function: { name: 'f' } }] }),
+      param: 'tools' },
+    { name: 'response_format json_object', status: 400, path: CHAT, body: C({ response_format: { type: 'json_object' } }),
+      param: 'response_format' },
+    { name: 'functions of an odd type', status: 400, body: P({ functions: 5 }), param: 'functions' },
+    { name: 'n above the choice limit (17)', status: 400, body: P({ n: 17 }), param: 'n' },
+    { name: 'n above --max-num-seqs (9 > 8)', status: 400, body: P({ n: 9 }) },
+    { name: 'session id over 256 bytes', status: 400, body: P({ session_id: 's'.repeat(257) }) },
     { name: 'session_id is a number', status: 400, body: P({ session_id: 12 }), param: 'session_id' },
     { name: 'cache_salt is an array', status: 400, body: P({ cache_salt: ['a'] }), param: 'cache_salt' },
     { name: 'priority fractional', status: 400, body: P({ priority: 0.5 }), param: 'priority' },
@@ -171,6 +182,26 @@ export const rawCases = [
     raw: Buffer.concat([Buffer.from('GET /v1/\xff\xfe HTTP/1.1\r\nHost: x\r\n', 'latin1'),
                         Buffer.from(`Authorization: Bearer ${KEY}\r\n\r\n`)]) },
   { name: 'URL of 12 KB', status: 404, raw: `GET /${'a'.repeat(12000)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n\r\n` },
+  // Request smuggling (RFC 9112 6.1, 6.3): an ambiguous framing is refused and the connection
+  // closed (`closes`: exactly one response, then EOF), so the bytes after the header are never
+  // answered as a request of their own.
+  ...[['Transfer-Encoding gzip', 400, 'Transfer-Encoding: gzip\r\n'],
+      ['Transfer-Encoding "chunked, gzip"', 400, 'Transfer-Encoding: chunked, gzip\r\n'],
+      ['Transfer-Encoding "gzip, chunked"', 501, 'Transfer-Encoding: gzip, chunked\r\n'],
+      ['Transfer-Encoding xchunked', 400, 'Transfer-Encoding: xchunked\r\n'],
+      ['two Transfer-Encoding lines', 400, 'Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n'],
+      ['Transfer-Encoding and Content-Length', 400, 'Transfer-Encoding: chunked\r\nContent-Length: 40\r\n'],
+  ].map(([name, status, framing]) => ({
+    name: `smuggling: ${name}`, status, closes: true,
+    raw: `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n${framing}\r\n` +
+         `0\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n`,
+  })),
+  { name: 'Transfer-Encoding in an HTTP/1.0 request', status: 400, closes: true,
+    raw: 'POST /tokenize HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /health HTTP/1.0\r\n\r\n' },
+  { name: 'HTTP/1.1 without Host', status: 400, closes: true,
+    raw: 'GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n' },
+  { name: 'HTTP/1.1 with two Host headers', status: 400, closes: true,
+    raw: 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n' },
 ];
 
 // gRPC (kvserve.v1.Generation), by bad_inputs_grpc.py.
@@ -215,10 +246,18 @@ export function grpcCases(model) {
       code: 'INVALID_ARGUMENT' },
     { name: 'tokenize for an unknown model', method: 'Tokenize', request: { text: 'x', model: 'gpt-4' },
       code: 'NOT_FOUND' },
-    // Bytes that are not a valid GenerateRequest: grpc++ 1.51's callback API refuses them itself
-    // (before kvserve's handler runs) with UNIMPLEMENTED -- odd, but not a server fault.
-    { name: 'not a protobuf message', method: 'Generate', request: { raw_hex: 'ffffffffffffffffff' }, code: 'UNIMPLEMENTED' },
-    { name: 'invalid UTF-8 in a proto3 string', method: 'Generate', request: { raw_hex: '0a02fffe' }, code: 'UNIMPLEMENTED' },
+    // Bytes that are not a valid request: kvserve decodes them itself (raw methods), so the
+    // client learns what is wrong instead of grpc++'s bare UNIMPLEMENTED.
+    { name: 'not a protobuf message', method: 'Generate', request: { raw_hex: 'ffffffffffffffffff' },
+      code: 'INVALID_ARGUMENT' },
+    { name: 'invalid UTF-8 in a proto3 string', method: 'Generate', request: { raw_hex: '0a02fffe' },
+      code: 'INVALID_ARGUMENT' },
+    { name: 'invalid UTF-8 in a chat message (stream)', method: 'ChatStream', request: { raw_hex: '0a060a0475736572120200ff' },
+      code: 'INVALID_ARGUMENT' },
+    { name: 'invalid UTF-8 in Tokenize', method: 'Tokenize', request: { raw_hex: '0a02c328' }, code: 'INVALID_ARGUMENT' },
+    { name: 'n above max-num-seqs', method: 'Generate', request: g({ options: { n: 16 } }), code: 'INVALID_ARGUMENT' },
+    { name: 'session id over 256 bytes', method: 'Generate', request: g({ options: { sessionId: 's'.repeat(257) } }),
+      code: 'INVALID_ARGUMENT' },
     { name: 'message larger than --max-body-size', method: 'Generate',
       request: { prompt: 'a'.repeat(70000), sampling: { maxTokens: 2 } }, code: 'RESOURCE_EXHAUSTED' },
   ].map((c) => ({ ...c, model }));

@@ -35,7 +35,7 @@ describe('bad-input catalogue', () => {
   let server;
   const figures = { http: 0, raw: 0, grpc: 0 };
   before(async () => {
-    server = await startServer(['--api-key', KEY, '--max-body-size', '65536', '--grpc-port', '0',
+    server = await startServer(['--api-key', KEY, '--max-body-size', '65536', '--grpc-port', '0', '--max-num-seqs', '8',
                                 '--header-timeout', '5', '--enable-debug-endpoints']);
   });
   after(async () => {
@@ -69,11 +69,23 @@ describe('bad-input catalogue', () => {
   test('raw HTTP: framing errors and limits', async () => {
     const failures = [];
     for (const c of rawCases) {
-      const socket = await rawRequest(server.port, c.raw, '\r\n\r\n');
-      const m = socket.received.match(/^HTTP\/1\.1 (\d{3}) /);
+      // `closes`: read until the server closes (it must, within 5 s) and count the responses.
+      let socket;
+      try {
+        socket = await Promise.race([
+          rawRequest(server.port, c.raw, c.closes ? undefined : '\r\n\r\n'),
+          new Promise((_, reject) => setTimeout(() => reject(new Error('the connection stayed open')), 5000)),
+        ]);
+      } catch (e) {
+        failures.push(`${c.name}: ${e.message}`);
+        continue;
+      }
+      const m = socket.received.match(/^HTTP\/1\.[01] (\d{3}) /);
       socket.destroy();
       const status = m ? Number(m[1]) : 0;
       if (status !== c.status) failures.push(`${c.name}: status ${status}, expected ${c.status}: ${socket.received.slice(0, 120)}`);
+      const responses = socket.received.split(/HTTP\/1\.[01] \d{3} /).length - 1;
+      if (c.closes && responses !== 1) failures.push(`${c.name}: ${responses} responses on one connection (smuggled)`);
       figures.raw++;
     }
     assert.deepEqual(failures, []);

@@ -54,10 +54,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   for (const ChatTemplate& tmpl : templates) {
-    StatusOr<std::string> rendered = tmpl.Render(messages, add_generation_prompt);
+    StatusOr<RenderedChat> rendered = tmpl.RenderChat(messages, add_generation_prompt);
     if (!rendered.ok()) {
       FUZZ_CHECK(rendered.status().code() == StatusCode::kInvalidArgument);
       continue;
+    }
+    // Content ranges: non-empty, sorted, disjoint, inside the text.
+    size_t previous_end = 0;
+    for (const TextRange& r : rendered->content) {
+      FUZZ_CHECK(r.begin < r.end && r.end <= rendered->text.size() && r.begin >= previous_end);
+      previous_end = r.end;
     }
     for (const Tokenizer* tok : {spm.get(), bpe.get()}) {
       for (int32_t id : tmpl.Encode(*rendered, *tok)) FUZZ_CHECK(id >= 0 && id < tok->vocab_size());

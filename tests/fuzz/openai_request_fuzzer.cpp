@@ -9,7 +9,7 @@
 //
 // Checks: no crash / UB; no 5xx reply (every malformed body is a 4xx); every reply body and
 // SSE event is valid JSON; the KV cache passes VerifyIntegrity after every engine step
-// (EngineConfig::verify_integrity_each_step) and after every input.
+// (EngineTestHooks::verify_integrity_each_step) and after every input.
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -50,7 +50,7 @@ World& TheWorld() {
     flags.max_sessions = 32;
     StatusOr<EnginePlan> plan = PlanEngine(flags, *world->model);
     FUZZ_CHECK(plan.ok());
-    plan->config.verify_integrity_each_step = true;
+    plan->config.test_hooks.verify_integrity_each_step = true;
     StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, world->model);
     FUZZ_CHECK(engine.ok());
     world->engine = std::move(engine).value();

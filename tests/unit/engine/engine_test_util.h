@@ -28,7 +28,7 @@ inline EngineConfig TestConfig(int num_blocks = 256) {
   c.kv.block_size = 16;
   c.max_num_seqs = 32;
   c.max_num_batched_tokens = 256;
-  c.verify_integrity_each_step = true;
+  c.test_hooks.verify_integrity_each_step = true;
   return c;
 }
 

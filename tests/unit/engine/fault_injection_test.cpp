@@ -1,4 +1,4 @@
-// Test hooks of the engine used by the reliability tests: EngineConfig::fail_forward_for_test
+// Test hooks of the engine used by the reliability tests: EngineTestHooks::fail_forward
 // (a failing forward pass fails exactly the requests of that batch; three in a row make the
 // engine unhealthy) and Engine::VerifyCacheIntegrity (runs on the engine thread, returns the
 // cache snapshot of the same moment).
@@ -29,7 +29,7 @@ TEST(FaultInjectionTest, OneFailingPassFailsOnlyItsBatch) {
   EngineConfig config = TestConfig();
   config.max_num_seqs = 1;  // one request per pass: the second one waits outside the batch
   std::atomic<int64_t> seen{-1};
-  config.fail_forward_for_test = [&](int64_t pass) {
+  config.test_hooks.fail_forward = [&](int64_t pass) {
     seen = pass;
     return pass == 3;
   };
@@ -54,7 +54,7 @@ TEST(FaultInjectionTest, OneFailingPassFailsOnlyItsBatch) {
 
 TEST(FaultInjectionTest, ThreeFailuresInARowMakeTheEngineUnhealthy) {
   EngineConfig config = TestConfig();
-  config.fail_forward_for_test = [](int64_t pass) { return pass >= 1; };
+  config.test_hooks.fail_forward = [](int64_t pass) { return pass >= 1; };
   auto engine = MakeEngine(LoadModel("synthetic:tiny"), config);
   ASSERT_TRUE(Collect(**engine->Submit(Greedy(1))).status.ok());  // pass 0
   for (int i = 0; i < 3; ++i) {

@@ -112,8 +112,8 @@ TEST_F(SessionTest, SessionLimitsDropTheLeastRecentlyUsed) {
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 2; }));
   EXPECT_TRUE(testing::WaitFor(
       [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)] > 0; }));
-  engine->DropSession("b");
-  engine->DropSession("c");
+  engine->DropSession("", "b");
+  engine->DropSession("", "c");
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 0; }));
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().cache.used_blocks == 0; }));
 }

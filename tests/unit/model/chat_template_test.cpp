@@ -102,6 +102,12 @@ std::string MustRender(const ChatTemplate& t, const std::vector<ChatMessage>& m,
   return r.ok() ? *r : "";
 }
 
+RenderedChat MustRenderChat(const ChatTemplate& t, const std::vector<ChatMessage>& m) {
+  auto r = t.RenderChat(m, /*add_generation_prompt=*/true);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : RenderedChat{};
+}
+
 TEST(ChatTemplateTest, DetectsEachTemplateByItsText) {
   auto tok = MakeTokenizer("<s>", "</s>");
   EXPECT_EQ(ChatTemplate::Detect(kLlama2Chat, *tok).name(), "llama2");
@@ -239,7 +245,7 @@ TEST(ChatTemplateTest, PlainFallback) {
   EXPECT_FALSE(t.adds_bos());
   EXPECT_EQ(MustRender(t, Conversation(true)),
             "System: You are a helpful assistant\nUser: Hello\nAssistant: Hi there\nUser: Who are you\n"
-            "Assistant:    I am an assistant   \nUser: Another question\nAssistant:");
+            "Assistant:   I am an assistant   \nUser: Another question\nAssistant:");
   EXPECT_EQ(MustRender(t, {{"user", "Hi"}}, false), "User: Hi\n");
 }
 
@@ -273,7 +279,7 @@ TEST(ChatTemplateTest, EncodeAddsBosExactlyOnce) {
   const Tokenizer& t = **tok;
   // Llama-2-chat: "<s>" is in the text, so Encode must not add another.
   const ChatTemplate llama2 = ChatTemplate::Detect(kLlama2Chat, t);
-  const std::vector<int32_t> ids = llama2.Encode(MustRender(llama2, {{"user", "Hello"}}), t);
+  const std::vector<int32_t> ids = llama2.Encode(MustRenderChat(llama2, {{"user", "Hello"}}), t);
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids[0], t.bos_id());
   EXPECT_EQ(std::count(ids.begin(), ids.end(), t.bos_id()), 1);
@@ -281,7 +287,7 @@ TEST(ChatTemplateTest, EncodeAddsBosExactlyOnce) {
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 518, 25580, 29962, 15043, 518, 29914, 25580, 29962}));
   // The plain fallback leaves BOS to the tokenizer.
   const ChatTemplate plain = ChatTemplate::Detect("", t);
-  const std::vector<int32_t> plain_ids = plain.Encode(MustRender(plain, {{"user", "Hello"}}), t);
+  const std::vector<int32_t> plain_ids = plain.Encode(MustRenderChat(plain, {{"user", "Hello"}}), t);
   ASSERT_FALSE(plain_ids.empty());
   EXPECT_EQ(plain_ids[0], t.bos_id());
   EXPECT_EQ(std::count(plain_ids.begin(), plain_ids.end(), t.bos_id()), 1);

@@ -341,7 +341,7 @@ TEST_F(GrpcTest, DeadlineExceededAbortsTheRequest) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(WaitFor([&] { return Outcome(RequestOutcome::kAborted) == 1 && Stats().running == 0; }));
   // The session keeps its (windowed) cache until dropped; then everything is free.
-  engine_->DropSession("endless");
+  engine_->DropSession("", "endless");
   EXPECT_TRUE(WaitFor([&] { return CacheIdle(); })) << "used blocks " << Stats().cache.used_blocks;
 }
 

@@ -251,9 +251,17 @@ TEST_F(HttpRouterTest, BatchOrderAndEcho) {
     EXPECT_EQ(j["choices"][i]["index"], i);
     const std::string text = j["choices"][i]["text"];
     EXPECT_EQ(text.rfind(i < 2 ? "Once" : "Lily", 0), 0u) << text;
-    EXPECT_EQ(j["choices"][i]["logprobs"]["tokens"].size(), 6u);
-    EXPECT_EQ(j["choices"][i]["logprobs"]["text_offset"][0], 4);
-    EXPECT_EQ(j["choices"][i]["logprobs"]["top_logprobs"][0].size(), 2u);
+    // echo + logprobs: the prompt's tokens (BOS, the word) come first, then the 6 generated.
+    const json& lp = j["choices"][i]["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 8u);
+    EXPECT_EQ(lp["tokens"][0], "<s>");
+    EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+    EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+    EXPECT_LT(lp["token_logprobs"][1].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
+    EXPECT_EQ(lp["top_logprobs"][2].size(), 2u);
+    EXPECT_EQ(lp["text_offset"][0], 0);
+    EXPECT_EQ(lp["text_offset"][1], 3);  // after "<s>"
   }
   EXPECT_EQ(j["choices"][0]["text"], j["choices"][1]["text"]);  // greedy choices agree
   EXPECT_EQ(j["usage"]["completion_tokens"], 24);

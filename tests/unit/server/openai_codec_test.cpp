@@ -91,8 +91,67 @@ TEST(OpenAiCodecTest, WrongTypesNameTheField) {
   EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logprobs":true})").param, "logprobs");
   EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","logprobs":21})").param, "logprobs");
   EXPECT_EQ(ParseError(R"({"model":7,"prompt":"x"})").param, "model");
-  EXPECT_EQ(ParseError(R"({"prompt":"x"})").param, "model");
   EXPECT_EQ(ParseError(R"({"model":"m","prompt":"x","session_id":1})").param, "session_id");
+}
+
+TEST(OpenAiCodecTest, ModelMayBeOmitted) {
+  // vLLM and llama.cpp serve the one model when "model" is absent; the RequestBuilder decides.
+  EXPECT_EQ(ParseOk(R"({"prompt":"x"})").model, "");
+  EXPECT_EQ(ParseOk(R"({"model":null,"messages":[{"role":"user","content":"x"}]})", ApiKind::kChat).model, "");
+}
+
+TEST(OpenAiCodecTest, UnimplementedParametersAreRefusedByName) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","best_of":2})").param, "best_of");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","suffix":"end"})").param, "suffix");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
+                       ApiKind::kChat).param, "tools");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})",
+                       ApiKind::kChat).param, "tool_choice");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})",
+                       ApiKind::kChat).param, "functions");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"function_call":"auto"})",
+                       ApiKind::kChat).param, "function_call");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+                       ApiKind::kChat).param, "response_format");
+  // The values that mean "nothing special" are accepted.
+  ParseOk(R"({"prompt":"x","best_of":1,"suffix":"","tools":[],"tool_choice":"none"})");
+  ParseOk(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"},"tools":null})",
+          ApiKind::kChat);
+}
+
+TEST(OpenAiCodecTest, NIsOneRangeEverywhere) {
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","n":16})").n, kMaxChoices);
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":17})").param, "n");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":0})").param, "n");
+}
+
+TEST(OpenAiCodecTest, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ApiError e = ParseError(R"({"prompt":"x","user_data":)" + deep + "}");
+  EXPECT_NE(e.status.message().find("deeper than 32"), std::string::npos) << e.status.message();
+  // Brackets inside strings do not count; 31 levels inside the body object are fine.
+  ParseOk(R"({"prompt":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[","x":)" + std::string(31, '[') +
+          std::string(31, ']') + "}");
+  ParseError(R"({"prompt":"x","x":)" + std::string(32, '[') + std::string(32, ']') + "}");
+}
+
+TEST(OpenAiCodecTest, TokenizeTakesTextOrMessages) {
+  TokenizeRequest t;
+  ApiError e;
+  ASSERT_TRUE(ParseTokenizeRequest(R"({"model":"m","prompt":"hi","add_special_tokens":false})", &t, &e));
+  EXPECT_EQ(t.model, "m");
+  EXPECT_EQ(t.text, "hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_TRUE(t.messages.empty());
+  TokenizeRequest c;
+  ASSERT_TRUE(ParseTokenizeRequest(
+      R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}],"add_generation_prompt":false})",
+      &c, &e));
+  ASSERT_EQ(c.messages.size(), 2u);
+  EXPECT_EQ(c.messages[1].content, "u");
+  EXPECT_FALSE(c.add_generation_prompt);
+  EXPECT_FALSE(ParseTokenizeRequest(R"({"messages":[{"role":"wizard","content":"x"}]})", &c, &e));
+  EXPECT_EQ(e.param, "messages[0].role");
 }
 
 TEST(OpenAiCodecTest, NullMeansAbsent) {
