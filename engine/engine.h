@@ -89,7 +89,7 @@ class Engine {
   // longer than kMaxSessionIdBytes, prompt logprobs with a session), OUT_OF_RANGE (prompt +
   // max_tokens beyond the context, unless the request's chat session uses a sliding window),
   // RESOURCE_EXHAUSTED (queue full, too many sessions), UNAVAILABLE (draining, stopped or
-  // cooling down after a fault). The priority is clamped to [kMinPriority, kMaxPriority].
+  // cooling down after a fault). The priority counts clamped to [kMinPriority, kMaxPriority].
   // Every accepted request's stream finishes, whatever happens next (Stop included).
   [[nodiscard]] virtual StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) = 0;
   // Aborts a request; its blocks are freed within one step. Unknown ids are ignored.

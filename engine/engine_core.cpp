@@ -118,7 +118,6 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
   if (r.sampling.prompt_logprobs >= 0 && !r.session_id.empty()) {
     return InvalidArgumentError("prompt logprobs (echo with logprobs) cannot be combined with a chat session");
   }
-  r.priority = std::clamp(r.priority, kMinPriority, kMaxPriority);
   const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
   const bool windowed = !r.session_id.empty() && config_.chat_window_tokens > 0;
   if (!windowed && prompt + r.sampling.max_tokens > max_model_len_) {
@@ -411,6 +410,7 @@ bool EngineCore::Step() {
   Profiler::Scope schedule_scope(config_.profiler, ProfileOp::kSchedule);
   SchedulerOutput out = scheduler_->Schedule();
   schedule_scope.Stop();
+  UpdateQueueDepth();  // the scheduled ones left the queue (the step may take long)
   stats_.preemptions_total = scheduler_->num_preemptions();
   if (!ApplyBlockOps(out)) return true;
   if (out.empty()) return false;

@@ -10,8 +10,9 @@
 // Queue depth: Submit refuses when intake_.size() + num_queued_ reaches max_queued_requests.
 // num_queued_ is the engine's count of sequences waiting for admission (plus requests it is
 // admitting); the engine thread resets it to Scheduler::num_waiting() under intake_mu_ after
-// every intake and every step, so it is exact whenever the engine thread waits, on every
-// path (finished without a step, failed, aborted, preempted).
+// every intake, every schedule and every step, so it is exact whenever the engine thread
+// waits or runs a forward pass, on every path (finished without a step, failed, aborted,
+// preempted).
 #pragma once
 
 #include <atomic>

@@ -14,6 +14,7 @@
 // Engine thread only.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -91,7 +92,8 @@ struct Request {
   bool done = false;  // stream finished; destroyed at the end of the engine iteration
   Status error;       // non-OK: the request failed
 
-  int priority() const { return params.priority; }
+  // The scheduling priority: params.priority clamped to [kMinPriority, kMaxPriority].
+  int priority() const { return std::clamp(params.priority, kMinPriority, kMaxPriority); }
   bool all_finished() const {
     for (const auto& s : seqs) {
       if (!s->finished()) return false;

@@ -82,6 +82,61 @@ TEST_F(SessionTest, BusySessionIsRefusedAndOthersContinue) {
   EXPECT_TRUE(RunRequest(*engine, second).status.ok());
 }
 
+TEST_F(SessionTest, EachTenantHasItsOwnNamespace) {
+  auto engine = MakeEngine(model_, TestConfig());
+  auto turn = [&](const std::string& tenant, std::vector<int32_t> prompt, int max_tokens) {
+    GenerationRequest r = Greedy(std::move(prompt), max_tokens);
+    r.session_id = "shared-name";
+    r.tenant = tenant;
+    r.cache_salt = tenant;  // as the RequestBuilder salts per tenant
+    return r;
+  };
+  const std::vector<int32_t> prompt = Encode("Once upon a time", true);
+  testing::RunResult a1 = RunRequest(*engine, turn("A", prompt, 12));
+  ASSERT_TRUE(a1.status.ok());
+  // B names the same session: it gets one of its own (never NOT_FOUND: no oracle), which
+  // holds nothing of A's.
+  testing::RunResult b1 = RunRequest(*engine, turn("B", prompt, 12));
+  ASSERT_TRUE(b1.status.ok()) << b1.status.ToString();
+  EXPECT_EQ(b1.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(engine->GetStats().chat_sessions, 2);
+  // While A's next turn runs, B's session of that name is not busy; B's drop leaves A's.
+  std::vector<int32_t> history = prompt;
+  history.insert(history.end(), a1.choices[0].tokens.begin(), a1.choices[0].tokens.end());
+  auto a2 = *engine->Submit(turn("A", history, 500));
+  std::vector<StreamDelta> d;
+  ASSERT_TRUE(a2->Next(&d));
+  EXPECT_TRUE(RunRequest(*engine, turn("B", prompt, 2)).status.ok());
+  engine->DropSession("B", "shared-name");
+  const testing::RunResult a2_result = testing::Collect(*a2);
+  ASSERT_TRUE(a2_result.status.ok());
+  EXPECT_EQ(a2_result.usage.cached_prompt_tokens, static_cast<int>(history.size()) - 1);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 1; }));
+}
+
+TEST_F(SessionTest, SessionIdsAreBoundedAndNeverEchoed) {
+  auto engine = MakeEngine(model_, TestConfig());
+  GenerationRequest r = Greedy(Encode("Hello", true), 2);
+  r.session_id = std::string(kMaxSessionIdBytes + 1, 'x');
+  const auto refused = engine->Submit(r);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().find("xxxx"), std::string::npos) << refused.status().message();
+  r.session_id = std::string(kMaxSessionIdBytes, 'y');
+  EXPECT_TRUE(RunRequest(*engine, r).status.ok());
+  // The busy error does not echo the id either.
+  GenerationRequest long_turn = Greedy(Encode("Once upon a time", true), 1000);
+  long_turn.session_id = "secret-id-123";
+  auto first = *engine->Submit(long_turn);
+  std::vector<StreamDelta> d;
+  ASSERT_TRUE(first->Next(&d));
+  GenerationRequest second = Greedy(Encode("Hello", true), 2);
+  second.session_id = "secret-id-123";
+  const testing::RunResult busy = RunRequest(*engine, second);
+  EXPECT_EQ(busy.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(busy.status.message().find("secret-id-123"), std::string::npos) << busy.status.message();
+  engine->Abort(first->id());
+}
+
 TEST_F(SessionTest, SlidingWindowKeepsALongSessionGoing) {
   EngineConfig config = TestConfig(16);  // 256 positions in the whole pool
   config.chat_window_tokens = 128;
