@@ -135,9 +135,11 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
     // always taken, so its stream always finishes.
     std::lock_guard<std::mutex> lock(intake_mu_);
     if (intake_closed_ || stop_ || draining_) return UnavailableError("the server is shutting down");
-    if (num_queued_ + static_cast<int>(intake_.size()) >= config_.max_queued_requests) {
+    if (num_queued_ >= config_.max_queued_requests) {
       return ResourceExhaustedError("too many queued requests; retry later");
     }
+    ++num_queued_;
+    request->queued = true;
     request->id = next_request_id_++;
     request->stream = stream = std::make_shared<RequestStream>(request->id, request->params.n);
     ++num_in_flight_;
@@ -216,8 +218,7 @@ bool EngineCore::Healthy() const {
 bool EngineCore::AcceptingRequests() const {
   if (!Healthy()) return false;
   std::lock_guard<std::mutex> lock(intake_mu_);
-  return !intake_closed_ && !stop_ && !draining_ &&
-         num_queued_ + static_cast<int>(intake_.size()) < config_.max_queued_requests;
+  return !intake_closed_ && !stop_ && !draining_ && num_queued_ < config_.max_queued_requests;
 }
 
 // ---------------------------------------------------------------- engine thread
@@ -241,7 +242,6 @@ void EngineCore::Loop() {
       continue;
     }
     const bool ran = Step();
-    UpdateQueueDepth();
     if (!ran) {
       // Nothing fits: wait for aborts or new requests rather than spin.
       std::unique_lock<std::mutex> lock(intake_mu_);
@@ -259,13 +259,14 @@ void EngineCore::Loop() {
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id, UnavailableError("the engine stopped"));
   ReapFinished();
-  UpdateQueueDepth();
   PublishStats(/*full=*/true);
 }
 
-void EngineCore::UpdateQueueDepth() {
+void EngineCore::LeaveQueue(Request* r) {
+  if (!r->queued) return;
+  r->queued = false;
   std::lock_guard<std::mutex> lock(intake_mu_);
-  num_queued_ = scheduler_->num_waiting();
+  --num_queued_;
 }
 
 void EngineCore::ReapFinished() {
@@ -281,7 +282,6 @@ bool EngineCore::TakeIntake() {
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     incoming.swap(intake_);
-    num_queued_ += static_cast<int>(incoming.size());  // still queued until admitted
     aborts.swap(intake_aborts_);
     drops.swap(intake_session_drops_);
     checks.swap(intake_integrity_checks_);
@@ -290,7 +290,6 @@ bool EngineCore::TakeIntake() {
   for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
   for (const auto& [tenant, id] : drops) sessions_->Drop(tenant, id);
   ReapFinished();
-  UpdateQueueDepth();
   for (auto& check : checks) check->set_value({cache_->VerifyIntegrity(), cache_->stats()});
   return !incoming.empty() || !aborts.empty() || !drops.empty();
 }
@@ -410,7 +409,7 @@ bool EngineCore::Step() {
   Profiler::Scope schedule_scope(config_.profiler, ProfileOp::kSchedule);
   SchedulerOutput out = scheduler_->Schedule();
   schedule_scope.Stop();
-  UpdateQueueDepth();  // the scheduled ones left the queue (the step may take long)
+  for (const ScheduledWork& w : out.work) LeaveQueue(w.seq->request);  // before the (long) step
   stats_.preemptions_total = scheduler_->num_preemptions();
   if (!ApplyBlockOps(out)) return true;
   if (out.empty()) return false;

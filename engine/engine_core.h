@@ -7,12 +7,11 @@
 // Only the intake queue (intake_mu_), the stats snapshot (stats_mu_) and RequestStreams are
 // shared with other threads.
 //
-// Queue depth: Submit refuses when intake_.size() + num_queued_ reaches max_queued_requests.
-// num_queued_ is the engine's count of sequences waiting for admission (plus requests it is
-// admitting); the engine thread resets it to Scheduler::num_waiting() under intake_mu_ after
-// every intake, every schedule and every step, so it is exact whenever the engine thread
-// waits or runs a forward pass, on every path (finished without a step, failed, aborted,
-// preempted).
+// Queue depth: num_queued_ counts the requests accepted by Submit that have not yet been
+// scheduled (nor finished). Submit refuses when it reaches max_queued_requests. A request
+// leaves the count exactly once (LeaveQueue): when its first step is scheduled, or before its
+// stream finishes on any other path (max_tokens 0, failed admission, abort, stop). So a
+// client that has seen its request end never finds it still counted.
 #pragma once
 
 #include <atomic>
@@ -62,8 +61,8 @@ class EngineCore final : public Engine {
   // One iteration: schedule, move bytes, forward, outputs. Returns false when nothing could
   // run (the loop then waits for aborts or new requests instead of spinning).
   bool Step();
-  // Sets num_queued_ from the scheduler (see the queue depth note above).
-  void UpdateQueueDepth();
+  // Takes `request` out of the queue depth if it is still in it (see the note above).
+  void LeaveQueue(Request* request);
   // Runs the schedule's byte movements in order; on a backend error fails every request the
   // step touched (as a failed forward pass does) and returns false.
   [[nodiscard]] bool ApplyBlockOps(const SchedulerOutput& out);

@@ -224,6 +224,7 @@ void EngineCore::MaybeFinishRequest(Request* r) {
   }
   ++stats_.requests_total[static_cast<int>(outcome)];
   stats_.request_duration.Observe(r->usage.duration_s);
+  LeaveQueue(r);  // before the client can see the end
   r->stream->Finish(r->error, r->usage);
   LOG_DEBUG("request {} done: prompt {} (cached {}), generated {}, ttft {:.3f}s, {:.3f}s, {}", r->id,
             r->usage.prompt_tokens, r->usage.cached_prompt_tokens, r->usage.completion_tokens,

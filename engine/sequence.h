@@ -90,6 +90,8 @@ struct Request {
   RequestUsage usage;
   bool aborted = false;
   bool done = false;  // stream finished; destroyed at the end of the engine iteration
+  // Counted in EngineCore's queue depth: from Submit until first scheduled or finished.
+  bool queued = false;
   Status error;       // non-OK: the request failed
 
   // The scheduling priority: params.priority clamped to [kMinPriority, kMaxPriority].

@@ -175,7 +175,8 @@ TEST(AdmissionTest, AFaultCoolsDownAndClears) {
   // one good pass clears it.
   ASSERT_TRUE(WaitFor([&] { return engine->Healthy(); }, 5));
   EXPECT_TRUE(RunRequest(*engine, Greedy({1, 2}, 2)).status.ok());
-  EXPECT_TRUE(engine->GetStats().healthy);
+  // Stats are a snapshot the engine publishes after a step's streams end.
+  EXPECT_TRUE(WaitFor([&] { return engine->GetStats().healthy; }));
   EXPECT_EQ(engine->GetStats().forward_errors_total, kFaultAfterConsecutiveFailures);
 }
 
@@ -251,7 +252,8 @@ TEST(AdmissionTest, AFailedBlockMovementFailsItsRequestsNotTheProcess) {
   moves->fail = true;
   const testing::RunResult failed = RunRequest(**engine, r);
   EXPECT_EQ(failed.status.code(), StatusCode::kInternal);
-  EXPECT_GT((*engine)->GetStats().forward_errors_total, 0);
+  // Stats are a snapshot published after the failed requests end.
+  EXPECT_TRUE(WaitFor([&] { return (*engine)->GetStats().forward_errors_total > 0; }));
   moves->fail = false;
   r.session_id = "another";
   const testing::RunResult ok = RunRequest(**engine, r);

@@ -29,7 +29,7 @@ TEST_F(SessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
   testing::RunResult r1 = RunRequest(*engine, turn1);
   ASSERT_TRUE(r1.status.ok());
   EXPECT_EQ(r1.usage.cached_prompt_tokens, 0);
-  EXPECT_EQ(engine->GetStats().chat_sessions, 1);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 1; }));
 
   // Turn 2 repeats the history (prompt + answer) and adds a new user line.
   std::vector<int32_t> history = turn1.prompt_tokens;
@@ -99,7 +99,7 @@ TEST_F(SessionTest, EachTenantHasItsOwnNamespace) {
   testing::RunResult b1 = RunRequest(*engine, turn("B", prompt, 12));
   ASSERT_TRUE(b1.status.ok()) << b1.status.ToString();
   EXPECT_EQ(b1.usage.cached_prompt_tokens, 0);
-  EXPECT_EQ(engine->GetStats().chat_sessions, 2);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 2; }));
   // While A's next turn runs, B's session of that name is not busy; B's drop leaves A's.
   std::vector<int32_t> history = prompt;
   history.insert(history.end(), a1.choices[0].tokens.begin(), a1.choices[0].tokens.end());
