@@ -50,11 +50,13 @@ COPY cache/ cache/
 COPY engine/ engine/
 COPY proto/ proto/
 COPY server/ server/
+COPY tools/ tools/
+COPY cli/ cli/
 COPY deploy/docker/runtime-packages.sh /usr/local/bin/
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSERVE_CUDA=OFF \
       -DKVSERVE_BUILD_TESTS=OFF -DKVSERVE_BUILD_BENCH=OFF \
     && cmake --build /build --target kvserve \
-    && install -D -m 0755 /build/server/kvserve /out/kvserve \
+    && install -D -m 0755 /build/kvserve /out/kvserve \
     && bash /usr/local/bin/runtime-packages.sh /out/kvserve | tee /out/runtime-packages.txt
 
 # ---- cpu: run on Debian 12 slim -------------------------------------------------------------
@@ -91,13 +93,15 @@ COPY cache/ cache/
 COPY engine/ engine/
 COPY proto/ proto/
 COPY server/ server/
+COPY tools/ tools/
+COPY cli/ cli/
 COPY deploy/docker/runtime-packages.sh /usr/local/bin/
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSERVE_CUDA=ON \
       -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
       "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
       -DKVSERVE_BUILD_TESTS=OFF -DKVSERVE_BUILD_BENCH=OFF \
     && cmake --build /build --target kvserve \
-    && install -D -m 0755 /build/server/kvserve /out/kvserve \
+    && install -D -m 0755 /build/kvserve /out/kvserve \
     && bash /usr/local/bin/runtime-packages.sh /out/kvserve | tee /out/runtime-packages.txt
 
 # ---- cuda: run on the CUDA base image (the default target) ----------------------------------

@@ -7,7 +7,7 @@ server, then refused: the prompt is longer than the context), while one thread G
 every 10 ms on a keep-alive connection and records its latency. Prints a markdown table of
 /health p50 / p99 / max, the same with no load first, and the number of large requests.
 
-  python3 bench/health_under_load.py --kvserve build/server/kvserve [--kvserve-b OTHER]
+  python3 bench/health_under_load.py --kvserve build/kvserve [--kvserve-b OTHER]
 
 With --kvserve-b, runs the same for a second binary (e.g. a build of an older commit) in the
 same process, so both are measured on the same machine state.

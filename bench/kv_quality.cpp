@@ -20,7 +20,7 @@
 
 #include "cache/kv_cache_manager.h"
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/kv_sensitivity.h"
+#include "tools/kv_sensitivity/kv_sensitivity.h"
 #include "engine/model_runner.h"
 #include "bench/bench_report.h"
 

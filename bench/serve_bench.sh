@@ -22,7 +22,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-KVSERVE=${1:-${KVSERVE:-$ROOT/build/server/kvserve}}
+KVSERVE=${1:-${KVSERVE:-$ROOT/build/kvserve}}
 OUT=${OUT:-$ROOT/bench/results/serving.md}
 MODELS=${MODELS:-"stories260K synthetic:150m synthetic:150m:q8_0"}
 CLIENTS=${CLIENTS:-"1 4 16"}

@@ -24,7 +24,7 @@
 
 #include "cache/kv_cache_manager.h"
 #include "cache/window_policy.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"

@@ -31,7 +31,8 @@ start=$SECONDS
 if [ "$what" = asan ] || [ "$what" = all ]; then
   t=$SECONDS
   cmake -S . -B build-asan "${common[@]}" -DKVSERVE_SANITIZE=ON >/dev/null
-  build build-asan kvserve cache_tests model_tests backend_tests engine_tests golden_tests server_tests \
+  build build-asan kvserve common_tests cache_tests model_tests tokenizer_tests backend_tests engine_tests \
+    golden_tests server_tests tools_tests cli_tests \
     openai_request_replay gguf_replay tokenizer_replay chat_template_replay
   echo "ci-sanitizers: ASan+UBSan build $((SECONDS - t)) s"
   t=$SECONDS

@@ -16,7 +16,7 @@
 #include "common/status.h"
 #include "engine/model/ggml_types.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
 

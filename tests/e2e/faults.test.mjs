@@ -1,5 +1,5 @@
 // Fault injection (test hooks, hidden flag `serve --inject-forward-faults=SPEC`; see
-// server/engine_options.h) and start-up resource failures:
+// cli/engine_options.h) and start-up resource failures:
 //   * one failing forward pass: the request in that batch gets an error (500 / an error event
 //     in its stream) whose message reveals nothing internal, a request waiting outside the
 //     batch completes normally, /ready stays 200 and no block leaks;

@@ -1,7 +1,7 @@
 // Security properties over HTTP against a real server with two API keys:
 //   * API keys: only the exact key opens the API (prefixes, extensions, other case, other
 //     schemes are refused); the comparison itself is constant-time by construction
-//     (server/auth.cpp: SHA-256 of the presented token, CRYPTO_memcmp against every key,
+//     (server/api/auth.cpp: SHA-256 of the presented token, CRYPTO_memcmp against every key,
 //     branch-free selection; unit-tested in tests/unit/server/auth_test.cpp);
 //   * error bodies reveal no paths or internals: an injected forward fault whose Status
 //     message carries a source path reaches the client as a generic message; unknown models

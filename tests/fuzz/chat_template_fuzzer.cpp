@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/model/chat_template.h"
+#include "engine/tokenizer/chat_template.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

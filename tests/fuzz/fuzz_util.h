@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #define FUZZ_CHECK(cond)                                                          \
   do {                                                                            \

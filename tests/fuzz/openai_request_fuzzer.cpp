@@ -1,7 +1,7 @@
 // Fuzz target: an OpenAI request body -> engine request, through the real HTTP router
-// (server/http_router.cpp: server/openai_codec.cpp decoding, tokenization, chat-template
+// (server/http/http_router.cpp: server/http/openai_codec.cpp decoding, tokenization, chat-template
 // rendering, Engine::Submit validation) into a real engine running the synthetic:tiny model,
-// and the response formatting back (server/http_generation.cpp, openai_format.cpp).
+// and the response formatting back (server/http/http_generation.cpp, openai_format.cpp).
 //
 // Input: byte 0 picks the route ('0' + n: 0 /v1/completions, 1 /v1/chat/completions,
 // 2 /tokenize, 3 /detokenize; low 2 bits); the rest is the body. A generation is allowed to run
@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/engine_options.h"
-#include "server/http_router.h"
-#include "server/server_context.h"
+#include "cli/engine_options.h"
+#include "server/http/http_router.h"
+#include "server/api/server_context.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace kvserve::fuzz {

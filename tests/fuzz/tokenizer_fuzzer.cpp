@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/model/gguf.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace kvserve::fuzz {

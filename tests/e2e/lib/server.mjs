@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const BIN = process.env.KVSERVE_BIN ?? path.resolve(here, '../../../build/server/kvserve');
+export const BIN = process.env.KVSERVE_BIN ?? path.resolve(here, '../../../build/kvserve');
 export const MODEL = process.env.KVSERVE_E2E_MODEL ??
   path.resolve(here, '../../../../shared/models/stories260K.gguf');
 // The id the server derives from the model (file name without .gguf, or the synthetic spec).

@@ -1,5 +1,5 @@
 // ApiKeyAuth: Bearer parsing, matching any configured key, tenant identities.
-#include "server/auth.h"
+#include "server/api/auth.h"
 
 #include <gtest/gtest.h>
 

@@ -19,11 +19,11 @@
 #include <nlohmann/json.hpp>
 
 #include "generation.grpc.pb.h"
-#include "server/auth.h"
-#include "server/front_ends.h"
-#include "server/grpc_convert.h"
-#include "server/http_router.h"
-#include "server/request_builder.h"
+#include "server/api/auth.h"
+#include "server/api/front_ends.h"
+#include "server/grpc/grpc_convert.h"
+#include "server/http/http_router.h"
+#include "server/api/request_builder.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

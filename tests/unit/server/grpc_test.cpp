@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "generation.grpc.pb.h"
-#include "server/front_ends.h"
+#include "server/api/front_ends.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

@@ -1,12 +1,12 @@
 // HttpRouter + GenerationJob on a real engine (stories260K): routes, auth, readiness gates,
 // error statuses, and the OpenAI responses and SSE streams the jobs produce.
-#include "server/http_router.h"
+#include "server/http/http_router.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "server/front_ends.h"
+#include "server/api/front_ends.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "server/front_ends.h"
-#include "server/metrics.h"
+#include "server/api/front_ends.h"
+#include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

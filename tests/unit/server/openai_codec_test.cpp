@@ -1,6 +1,6 @@
 // OpenAI request decoding: every prompt shape, messages, parameter types, errors naming the
 // field.
-#include "server/openai_codec.h"
+#include "server/http/openai_codec.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // OpenAI response encoding: exact JSON of chunks, usage events, responses and errors.
-#include "server/openai_format.h"
+#include "server/http/openai_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,133 @@
+// `kvserve plan`: how many sequences fit in a memory budget next to a model's weights, for
+// every KV-cache dtype (and a layered setting with --kv-keep). Reads only the model's shape:
+// a GGUF file is mapped, never loaded; a synthetic preset is not built. The engine sizes its
+// pool with the same planner functions (cache/capacity_planner.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cache/capacity_planner.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/model/synthetic.h"
+#include "engine/model/weights.h"
+#include "cli/cli.h"
+#include "cli/engine_options.h"
+
+namespace kvserve::cli {
+namespace {
+
+constexpr char kCommand[] = "plan";
+
+struct PlanOptions {
+  std::string model;
+  std::string memory;
+  std::string reserve = "0";
+  int ctx = 2048;
+  std::string kv_dtype = "all";
+  std::string kv_keep;
+  std::string kv_keep_dtype = "f16";
+  int block_size = 16;
+};
+
+struct ModelShape {
+  KvSpecConfig kv;        // layers, kv heads, head dim
+  int64_t weight_bytes = 0;
+  std::string description;
+};
+
+// Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0 tensors as stored, other quantized
+// types converted to F16 at load.
+int64_t ServedBytes(const GgufTensorInfo& t) {
+  switch (t.type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0: return static_cast<int64_t>(t.nbytes);
+    default: return static_cast<int64_t>(t.num_elements) * 2;
+  }
+}
+
+StatusOr<ModelShape> ReadShape(const std::string& spec) {
+  ModelShape s;
+  if (IsSyntheticSpec(spec)) {
+    ASSIGN_OR_RETURN(SyntheticOptions o, ParseSyntheticSpec(spec, ModelLoadOptions{}));
+    const SyntheticPreset& p = o.preset;
+    LlamaShape shape{p.vocab_size, p.dim, o.num_layers > 0 ? o.num_layers : p.num_layers, p.num_heads,
+                     p.num_kv_heads, 0, p.ffn_dim, false};
+    const double bits = o.dtype == GgmlType::kF32 ? 32 : o.dtype == GgmlType::kQ8_0 ? 8.5 : 16;
+    s.weight_bytes = EstimateLlamaWeightBytes(shape, bits);
+    s.kv.num_layers = static_cast<int>(shape.num_layers);
+    s.kv.num_kv_heads = p.num_kv_heads;
+    s.kv.head_dim = p.dim / p.num_heads;
+    s.description = spec;
+    return s;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(spec));
+  ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
+  for (const GgufTensorInfo& t : file->tensors()) s.weight_bytes += ServedBytes(t);
+  s.kv.num_layers = config.num_layers;
+  s.kv.num_kv_heads = config.num_kv_heads;
+  s.kv.head_dim = config.head_dim;
+  s.description = spec + " (" + config.Describe() + ")";
+  return s;
+}
+
+int RunPlan(const PlanOptions& o) {
+  StatusOr<ModelShape> shape = ReadShape(o.model);
+  if (!shape.ok()) return ReportError(kCommand, shape.status());
+  StatusOr<int64_t> memory = ParseByteSize(o.memory);
+  StatusOr<int64_t> reserve = ParseByteSize(o.reserve);
+  if (!memory.ok()) return ReportError(kCommand, "--memory: " + memory.status().message(), kExitUsageError);
+  if (!reserve.ok()) return ReportError(kCommand, "--reserve: " + reserve.status().message(), kExitUsageError);
+  CapacityPlanConfig c;
+  c.kv = shape->kv;
+  c.kv.block_size = o.block_size;
+  c.weight_bytes = shape->weight_bytes;
+  c.memory_bytes = *memory;
+  c.reserve_bytes = *reserve;
+  c.context_tokens = o.ctx;
+  std::vector<KvDtype> dtypes;
+  if (o.kv_dtype == "all") {
+    dtypes.assign(AllKvDtypes().begin(), AllKvDtypes().end());
+  } else if (std::optional<KvDtype> d = ParseKvDtype(o.kv_dtype)) {
+    dtypes = {*d};
+    c.kv.dtype = *d;
+  } else {
+    return ReportError(kCommand, "--kv-dtype: unknown type '" + o.kv_dtype + "'", kExitUsageError);
+  }
+  if (!o.kv_keep.empty()) {
+    std::optional<KvDtype> keep = ParseKvDtype(o.kv_keep_dtype);
+    if (!keep) return ReportError(kCommand, "--kv-keep-dtype: unknown type '" + o.kv_keep_dtype + "'", kExitUsageError);
+    StatusOr<std::vector<KvSpecConfig::Keep>> kept = ParseKvKeep(o.kv_keep);
+    if (!kept.ok()) return ReportError(kCommand, kept.status());
+    c.kv.keep = *kept;
+    c.kv.keep_dtype = *keep;
+    if (o.kv_dtype == "all") c.kv.dtype = KvDtype::kInt8;  // the layered row quantizes the rest
+  }
+  StatusOr<std::vector<CapacityPlanRow>> rows = PlanCapacityTable(c, dtypes);
+  if (!rows.ok()) return ReportError(kCommand, rows.status());
+  std::printf("model:    %s\nweights:  %s\nmemory:   %s (reserve %s)\ncontext:  %d tokens per sequence\n\n%s",
+              shape->description.c_str(), FormatBytes(static_cast<double>(shape->weight_bytes)).c_str(),
+              FormatBytes(static_cast<double>(*memory)).c_str(), FormatBytes(static_cast<double>(*reserve)).c_str(),
+              o.ctx, FormatCapacityPlan(*rows).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CommandRegistry& registry) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* sub = registry.Add(kCommand, "How many sequences of a context length fit in a memory budget, per KV dtype",
+                               [options] { return RunPlan(*options); });
+  sub->add_option("-m,--model", options->model, "GGUF file or synthetic:<preset>[:<dtype>] (only its shape is read)")
+      ->required();
+  sub->add_option("--memory", options->memory, "Memory for the server, e.g. 40GiB, 80GB, 24G")->required();
+  sub->add_option("--reserve", options->reserve, "Memory kept for activations and runtime, e.g. 2GiB");
+  sub->add_option("--ctx", options->ctx, "Tokens per sequence")->check(CLI::PositiveNumber);
+  sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4");
+  sub->add_option("--kv-keep", options->kv_keep, "Layered precision row: layers=0,1 or heads=L:H,... kept at --kv-keep-dtype");
+  sub->add_option("--kv-keep-dtype", options->kv_keep_dtype, "Element type of the --kv-keep layers or heads");
+  sub->add_option("--block-size", options->block_size, "KV block size in tokens")->check(CLI::Range(1, 1024));
+}
+
+}  // namespace kvserve::cli

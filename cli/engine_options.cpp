@@ -1,0 +1,241 @@
+// Engine flags: CLI11 bindings, validation, KV pool sizing, engine construction.
+#include "cli/engine_options.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
+#include "cache/capacity_planner.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+
+namespace kvserve {
+namespace {
+
+const std::vector<std::string> kKvDtypes = {"f32", "f16", "bf16", "int8", "int4"};
+
+bool ParseInt(std::string_view s, int* out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+bool ParseInt64(std::string_view s, int64_t* out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return !s.empty() && ec == std::errc() && ptr == s.data() + s.size() && *out >= 0;
+}
+
+}  // namespace
+
+StatusOr<std::function<bool(int64_t)>> ParseForwardFaultSpec(std::string_view spec) {
+  struct Range {
+    int64_t first = 0;
+    int64_t last = INT64_MAX;
+  };
+  std::vector<Range> ranges;
+  if (!spec.empty() && spec.back() == ',') {
+    return InvalidArgumentError("--inject-forward-faults: the spec ends with a comma");
+  }
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    Range r;
+    const size_t dash = item.find('-');
+    bool ok = ParseInt64(item.substr(0, dash), &r.first);
+    if (dash == std::string_view::npos) {
+      r.last = r.first;
+    } else if (dash + 1 < item.size()) {
+      ok = ok && ParseInt64(item.substr(dash + 1), &r.last) && r.last >= r.first;
+    }
+    if (!ok) {
+      return InvalidArgumentError(fmt::format("--inject-forward-faults: '{}' is not N, N-M or N-", item));
+    }
+    ranges.push_back(r);
+  }
+  return std::function<bool(int64_t)>([ranges](int64_t pass) {
+    for (const Range& r : ranges) {
+      if (pass >= r.first && pass <= r.last) return true;
+    }
+    return false;
+  });
+}
+
+StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
+  // "layers=0,1" and "heads=0:2,5:1" name what they list; the bare forms "0,1" and "0:2"
+  // (an item with a colon is a layer:head pair) mean the same.
+  bool heads_only = false;
+  if (text.rfind("layers=", 0) == 0) {
+    text.remove_prefix(7);
+  } else if (text.rfind("heads=", 0) == 0) {
+    text.remove_prefix(6);
+    heads_only = true;
+  }
+  std::vector<KvSpecConfig::Keep> keep;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    KvSpecConfig::Keep k;
+    const size_t colon = item.find(':');
+    const bool ok = ParseInt(item.substr(0, colon), &k.layer) &&
+                    (colon == std::string_view::npos || ParseInt(item.substr(colon + 1), &k.head)) &&
+                    (!heads_only || colon != std::string_view::npos);
+    if (!ok) {
+      return InvalidArgumentError(fmt::format(
+          "--kv-keep: '{}' is not a layer or a layer:head pair (e.g. layers=0,1 or heads=0:2,5:1)", item));
+    }
+    keep.push_back(k);
+  }
+  return keep;
+}
+
+void AddEngineOptions(CLI::App* app, EngineFlags* f) {
+  app->add_option("-m,--model", f->model,
+                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape) built in memory");
+  app->add_option("--device", f->device, "Where the model runs: cuda, cpu, or auto (cuda when a CUDA device is "
+                                         "present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                  "CUDA: fraction of the GPU's memory this server may fill (weights, scratch, KV cache); the KV "
+                  "pool gets what is left unless --kv-cache-memory is given")
+      ->check(CLI::Range(0.01, 1.0));
+  app->add_option("-t,--threads", f->threads, "CPU threads for the forward pass (0 = all cores)")
+      ->check(CLI::Range(0, 1024));
+  app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
+  app->add_option("--kv-keep", f->kv_keep,
+                  "Layered precision: layers or KV heads kept at --kv-keep-dtype: layers=0,1 or heads=0:2,5:1");
+  app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
+      ->check(CLI::IsMember(kKvDtypes));
+  app->add_option("--block-size", f->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  app->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV pool size, e.g. 2GiB (default: CPU the smaller of 1 GiB and max-num-seqs x max-model-len; "
+                  "CUDA what --gpu-memory-utilization leaves)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->check(CLI::Range(1, 4096));
+  app->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                  "Tokens per engine step (prompts are prefilled in chunks of this size)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--max-model-len", f->max_model_len, "Longest sequence, prompt + completion (0 = the model's)")
+      ->check(CLI::Range(0, 1 << 24));
+  app->add_option("--max-queued-requests", f->max_queued_requests,
+                  "Requests waiting for a slot beyond which new ones get 429 / RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_flag("--enable-prefix-caching,!--no-prefix-caching", f->prefix_caching,
+                "Reuse the KV blocks of shared prompt prefixes");
+  app->add_option("--host-offload-memory", f->host_offload_memory,
+                  "Host-memory KV tier for swapped and idle sessions, e.g. 4GiB (0 = off)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--chat-window", f->chat_window,
+                  "Sliding window (tokens) of server-side chat sessions (0 = sessions end at max-model-len)")
+      ->check(CLI::Range(0, 1 << 24));
+  app->add_option("--chat-sinks", f->chat_sinks, "Sink tokens a windowed session keeps at its start")
+      ->check(CLI::Range(0, 1 << 16));
+  app->add_option("--session-ttl", f->session_ttl, "Seconds an idle chat session is kept")
+      ->check(CLI::Range(0.0, 1e9));
+  app->add_option("--max-sessions", f->max_sessions, "Chat sessions kept in all")->check(CLI::Range(1, 1 << 24));
+  app->add_option("--max-sessions-per-key", f->max_sessions_per_key, "Chat sessions kept per API key")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_option("--preempt", f->preempt, "When the pool is full: recompute a preempted sequence, or swap it "
+                                           "to the host tier")
+      ->check(CLI::IsMember({"recompute", "swap"}));
+}
+
+StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
+  const ModelConfig& mc = model.config();
+  EnginePlan plan;
+  EngineConfig& c = plan.config;
+  if (f.device == "cuda" && !CudaDeviceAvailable()) {
+    return UnavailableError("--device cuda: " + CudaUnavailableReason());
+  }
+  plan.device = f.device == "cpu" || (f.device == "auto" && !CudaDeviceAvailable()) ? "cpu" : "cuda";
+  plan.kv_cache_memory = f.kv_cache_memory;
+  plan.gpu_memory_utilization = f.gpu_memory_utilization;
+  c.max_num_seqs = f.max_num_seqs;
+  c.max_num_batched_tokens = f.max_num_batched_tokens;
+  c.max_queued_requests = f.max_queued_requests;
+  c.preempt_by_swap = f.preempt == "swap";
+  c.enable_prefix_caching = f.prefix_caching;
+  c.chat_window_tokens = f.chat_window;
+  c.chat_sink_tokens = f.chat_sinks;
+  c.session_ttl_seconds = f.session_ttl;
+  c.max_sessions = f.max_sessions;
+  c.max_sessions_per_tenant = f.max_sessions_per_key;
+  c.kv.num_layers = mc.num_layers;
+  c.kv.num_kv_heads = mc.num_kv_heads;
+  c.kv.head_dim = mc.head_dim;
+  c.kv.block_size = f.block_size;
+  c.kv.dtype = *ParseKvDtype(f.kv_dtype);  // checked by the option's validator
+  c.kv.keep_dtype = *ParseKvDtype(f.kv_keep_dtype);
+  ASSIGN_OR_RETURN(c.kv.keep, ParseKvKeep(f.kv_keep));
+  StatusOr<KvSpec> spec = KvSpec::Create(c.kv);
+  if (!spec.ok()) return InvalidArgumentError("KV cache: " + spec.status().message());
+  if (c.preempt_by_swap && f.host_offload_memory == 0) {
+    return InvalidArgumentError("--preempt swap needs a host tier: set --host-offload-memory");
+  }
+  if (f.chat_window > 0 && f.chat_sinks >= f.chat_window) {
+    return InvalidArgumentError("--chat-sinks must be smaller than --chat-window");
+  }
+
+  int max_len = f.max_model_len > 0 ? f.max_model_len : mc.context_length;
+  plan.requested_max_model_len = max_len;
+  plan.block_bytes = spec->block_bytes();
+  uint64_t memory = f.kv_cache_memory;
+  if (memory == 0) {
+    const uint64_t wanted = static_cast<uint64_t>(spec->bytes_for_tokens(max_len)) * static_cast<uint64_t>(f.max_num_seqs);
+    memory = std::min(kDefaultKvCacheMemory, wanted);
+  }
+  const uint64_t blocks = static_cast<uint64_t>(
+      std::min<int64_t>(NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(memory, INT64_MAX))), 1 << 30));
+  if (blocks < 2) {
+    return InvalidArgumentError(fmt::format("--kv-cache-memory {} bytes holds fewer than 2 blocks of {} bytes",
+                                            memory, plan.block_bytes));
+  }
+  c.num_blocks = static_cast<int>(blocks);
+  max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * f.block_size));
+  c.max_model_len = max_len;
+  c.num_host_blocks = static_cast<int>(std::min<int64_t>(
+      NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(f.host_offload_memory, INT64_MAX))), 1 << 30));
+  plan.kv_bytes = blocks * plan.block_bytes;
+  plan.kv_description = spec->Describe();
+  plan.num_threads = f.threads;
+  if (!f.inject_forward_faults.empty()) {
+    ASSIGN_OR_RETURN(c.test_hooks.fail_forward, ParseForwardFaultSpec(f.inject_forward_faults));
+  }
+  return plan;
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateEngine(EnginePlan* plan, std::shared_ptr<const Model> model) {
+  EngineConfig& c = plan->config;
+  BackendLimits limits;
+  limits.max_num_tokens = c.max_num_batched_tokens;
+  limits.max_num_seqs = c.max_num_seqs;
+  limits.max_logits = c.max_num_seqs;
+  if (plan->device == "cpu") {
+    CpuBackendOptions backend;
+    backend.num_threads = plan->num_threads;
+    backend.limits = limits;
+    auto cpu = std::make_unique<CpuBackend>(*model, backend);
+    return Engine::Create(c, std::move(model), std::move(cpu));
+  }
+  CudaBackendOptions options;
+  options.limits = limits;
+  options.max_model_len = plan->requested_max_model_len;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cuda, CreateCudaBackend(*model, options));
+  // The pool: after the weights and scratch are on the device, so they count as used.
+  CudaKvBudget budget;
+  budget.gpu_memory_utilization = plan->gpu_memory_utilization;
+  budget.kv_cache_bytes = static_cast<int64_t>(std::min<uint64_t>(plan->kv_cache_memory, INT64_MAX));
+  ASSIGN_OR_RETURN(const int blocks, PlanCudaKvBlocks(plan->block_bytes, budget));
+  if (blocks < 2) return ResourceExhaustedError("the GPU has room for fewer than 2 KV blocks");
+  c.num_blocks = blocks;
+  c.max_model_len = static_cast<int>(
+      std::min<int64_t>(plan->requested_max_model_len, int64_t{blocks} * c.kv.block_size));
+  plan->kv_bytes = static_cast<uint64_t>(blocks) * plan->block_bytes;
+  return Engine::Create(c, std::move(model), std::move(cuda));
+}
+
+}  // namespace kvserve

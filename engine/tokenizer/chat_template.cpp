@@ -1,0 +1,336 @@
+// Chat templates rendered by hand; see chat_template.h for the recognised templates. Each
+// Render* function follows its Jinja template statement by statement (quoted in comments).
+#include "engine/tokenizer/chat_template.h"
+
+#include <ctime>
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+constexpr std::string_view kAlternate = "Conversation roles must alternate user/assistant/user/assistant/...";
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+// Decodes the UTF-8 character starting at s[i];
+// returns its code point and length, or {-1, 1} for a byte that does not form one.
+std::pair<int32_t, size_t> CharAt(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return {c, 1};
+  size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return {-1, 1};
+  int32_t cp = c & (0x3F >> (len - 1));
+  for (size_t k = 1; k < len; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return {-1, 1};
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  return {cp, len};
+}
+
+// Python's str.isspace() for one code point.
+bool IsPythonSpace(int32_t cp) {
+  if (cp < 0) return false;
+  if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) return true;
+  if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A)) return true;
+  return cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+std::string TitleRole(std::string_view role) {
+  std::string out(role);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  return out;
+}
+
+// ChatML templates that inject a system prompt when the conversation has none carry it as a
+// string literal: '<|im_start|>system\n<text><|im_end|>\n'. Returns <text> (unescaped) or "".
+std::string FindDefaultSystemPrompt(std::string_view tmpl) {
+  constexpr std::string_view kOpen = "<|im_start|>system";
+  constexpr std::string_view kClose = "<|im_end|>";
+  for (size_t pos = tmpl.find(kOpen); pos != std::string_view::npos; pos = tmpl.find(kOpen, pos + 1)) {
+    size_t start = pos + kOpen.size();
+    if (tmpl.substr(start, 2) == "\\n") {
+      start += 2;
+    } else if (tmpl.substr(start, 1) == "\n") {
+      start += 1;
+    } else {
+      continue;
+    }
+    const size_t end = tmpl.find(kClose, start);
+    if (end == std::string_view::npos) continue;
+    const std::string_view body = tmpl.substr(start, end - start);
+    if (body.empty() || body.find_first_of("'\"{}+") != std::string_view::npos) continue;
+    std::string text;
+    for (size_t i = 0; i < body.size(); ++i) {
+      if (body[i] == '\\' && i + 1 < body.size()) {
+        const char e = body[++i];
+        text += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      } else {
+        text += body[i];
+      }
+    }
+    return text;
+  }
+  return "";
+}
+
+// Builds a RenderedChat: markup is the template's own text, content is a message's text.
+class ChatWriter {
+ public:
+  ChatWriter& Markup(std::string_view text) {
+    out_.text.append(text);
+    return *this;
+  }
+  ChatWriter& Content(std::string_view text) {
+    if (text.empty()) return *this;
+    const size_t begin = out_.text.size();
+    out_.text.append(text);
+    if (!out_.content.empty() && out_.content.back().end == begin) {
+      out_.content.back().end = out_.text.size();
+    } else {
+      out_.content.push_back({begin, out_.text.size()});
+    }
+    return *this;
+  }
+  // Appends `part` with Python's str.strip() applied to its whole text (markup and content).
+  ChatWriter& Stripped(const ChatWriter& part) {
+    const std::string& t = part.out_.text;
+    const std::string_view kept = StripPythonWhitespace(t);
+    const size_t b = static_cast<size_t>(kept.data() - t.data());
+    const size_t e = b + kept.size();
+    size_t pos = b;
+    for (const TextRange& r : part.out_.content) {
+      const size_t rb = std::max(r.begin, b), re = std::min(r.end, e);
+      if (rb >= re) continue;
+      Markup(std::string_view(t).substr(pos, rb - pos));
+      Content(std::string_view(t).substr(rb, re - rb));
+      pos = re;
+    }
+    if (pos < e) Markup(std::string_view(t).substr(pos, e - pos));
+    return *this;
+  }
+  bool empty() const { return out_.text.empty(); }
+  RenderedChat Take() { return std::move(out_); }
+
+ private:
+  RenderedChat out_;
+};
+
+std::string TokenText(const Tokenizer& tok, int32_t id) {
+  if (id < 0 || id >= tok.vocab_size()) return "";
+  return tok.vocab().tokens[static_cast<size_t>(id)];
+}
+
+std::string TodayDateString() {
+  // strftime_now("%d %b %Y") as transformers evaluates it (local time, C locale month names).
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  const size_t n = std::strftime(buf, sizeof(buf), "%d %b %Y", &tm);
+  return std::string(buf, n);
+}
+
+}  // namespace
+
+std::string_view StripPythonWhitespace(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    auto [cp, len] = CharAt(s, begin);
+    if (!IsPythonSpace(cp)) break;
+    begin += len;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    // Find the start of the last character (at most 4 bytes back).
+    size_t start = end - 1;
+    while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    auto [cp, len] = CharAt(s, start);
+    if (start + len != end || !IsPythonSpace(cp)) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+ChatTemplate ChatTemplate::Make(Kind kind, std::string bos_token, std::string eos_token,
+                                std::string default_system, std::string date_string) {
+  return ChatTemplate(kind, std::move(bos_token), std::move(eos_token), std::move(default_system),
+                      std::move(date_string));
+}
+
+ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
+  const std::string bos = TokenText(tok, tok.bos_id());
+  const std::string eos = TokenText(tok, tok.eos_id());
+  if (Contains(t, "<|start_header_id|>")) {
+    if (Contains(t, "Cutting Knowledge Date")) {
+      ChatTemplate c(Kind::kLlama31, bos, eos, "", "");
+      c.date_is_today_ = Contains(t, "strftime_now");
+      return c;
+    }
+    return ChatTemplate(Kind::kLlama3, bos, eos, "", "");
+  }
+  if (Contains(t, "<|im_start|>")) return ChatTemplate(Kind::kChatml, bos, eos, FindDefaultSystemPrompt(t), "");
+  if (Contains(t, "[INST]")) {
+    if (Contains(t, "<<SYS>>")) return ChatTemplate(Kind::kLlama2, bos, eos, "", "");
+    if (Contains(t, "eos_token + ' '")) return ChatTemplate(Kind::kMistralV01, bos, eos, "", "");
+    return ChatTemplate(Kind::kMistral, bos, eos, "", "");
+  }
+  if (Contains(t, "<|user|>") && Contains(t, "<|assistant|>") && Contains(t, "eos_token") &&
+      !Contains(t, "<|end|>")) {
+    return ChatTemplate(Kind::kZephyr, bos, eos, "", "");
+  }
+  // Fallback: absent or unknown template.
+  if (tok.FindToken("<|im_start|>") >= 0) return ChatTemplate(Kind::kChatml, bos, eos, "", "");
+  return ChatTemplate(Kind::kPlain, bos, eos, "", "");
+}
+
+std::string_view ChatTemplate::name() const {
+  switch (kind_) {
+    case Kind::kPlain: return "plain";
+    case Kind::kChatml: return "chatml";
+    case Kind::kLlama2: return "llama2";
+    case Kind::kMistral: return "mistral";
+    case Kind::kMistralV01: return "mistral-v0.1";
+    case Kind::kLlama3: return "llama3";
+    case Kind::kLlama31: return "llama3.1";
+    case Kind::kZephyr: return "zephyr";
+  }
+  return "unknown";
+}
+
+bool ChatTemplate::adds_bos() const {
+  switch (kind_) {
+    case Kind::kLlama2:
+    case Kind::kMistral:
+    case Kind::kMistralV01:
+    case Kind::kLlama3:
+    case Kind::kLlama31: return !bos_.empty();
+    default: return false;
+  }
+}
+
+std::vector<int32_t> ChatTemplate::Encode(const RenderedChat& rendered, const Tokenizer& tok) const {
+  return tok.EncodeWithLiteralRanges(rendered.text, /*add_special=*/!adds_bos(), rendered.content);
+}
+
+StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                           bool add_generation_prompt) const {
+  ASSIGN_OR_RETURN(RenderedChat rendered, RenderChat(messages, add_generation_prompt));
+  return std::move(rendered.text);
+}
+
+StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> messages,
+                                                bool add_generation_prompt) const {
+  if (messages.empty()) return InvalidArgumentError("messages must not be empty");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = messages[i].role;
+    if (r != "system" && r != "user" && r != "assistant") {
+      return InvalidArgumentError(fmt::format(
+          "messages[{}].role '{}' is not one of 'system', 'user', 'assistant'", i, r));
+    }
+  }
+  ChatWriter out;
+  switch (kind_) {
+    case Kind::kLlama2: {
+      // {% if messages[0]['role'] == 'system' %} loop_messages = messages[1:],
+      // system_message = messages[0]['content'] {% else %} system_message = false
+      const bool has_system = messages[0].role == "system";
+      const auto loop = messages.subspan(has_system ? 1 : 0);
+      for (size_t i = 0; i < loop.size(); ++i) {
+        const ChatMessage& m = loop[i];
+        if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
+        ChatWriter content;
+        if (i == 0 && has_system) content.Markup("<<SYS>>\n").Content(messages[0].content).Markup("\n<</SYS>>\n\n");
+        content.Content(m.content);
+        if (m.role == "user") {
+          out.Markup(bos_).Markup("[INST] ").Stripped(content).Markup(" [/INST]");
+        } else if (m.role == "assistant") {
+          out.Markup(" ").Stripped(content).Markup(" ").Markup(eos_);
+        }  // A later system message passes the alternation check at an odd index and is
+           // not rendered (the template has no branch for it).
+      }
+      break;
+    }
+    case Kind::kMistral:
+    case Kind::kMistralV01: {
+      out.Markup(bos_);
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
+        if (m.role == "user") {
+          out.Markup("[INST] ").Content(m.content).Markup(" [/INST]");
+        } else if (m.role == "assistant") {
+          out.Content(m.content).Markup(eos_);
+          if (kind_ == Kind::kMistralV01) out.Markup(" ");
+        } else {
+          return InvalidArgumentError("Only user and assistant roles are supported!");
+        }
+      }
+      break;
+    }
+    case Kind::kLlama3: {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        if (i == 0) out.Markup(bos_);
+        out.Markup("<|start_header_id|>").Markup(messages[i].role).Markup("<|end_header_id|>\n\n");
+        out.Content(StripPythonWhitespace(messages[i].content)).Markup("<|eot_id|>");
+      }
+      if (add_generation_prompt) out.Markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      break;
+    }
+    case Kind::kLlama31: {
+      out.Markup(bos_);
+      const bool has_system = messages[0].role == "system";
+      const std::string_view system = has_system ? StripPythonWhitespace(messages[0].content) : "";
+      const std::string date = !date_string_.empty() ? date_string_
+                               : date_is_today_     ? TodayDateString()
+                                                    : std::string("26 Jul 2024");
+      out.Markup("<|start_header_id|>system<|end_header_id|>\n\n");
+      out.Markup("Cutting Knowledge Date: December 2023\n");
+      out.Markup("Today Date: ").Markup(date).Markup("\n\n").Content(system).Markup("<|eot_id|>");
+      for (const ChatMessage& m : messages.subspan(has_system ? 1 : 0)) {
+        out.Markup("<|start_header_id|>").Markup(m.role).Markup("<|end_header_id|>\n\n");
+        out.Content(StripPythonWhitespace(m.content)).Markup("<|eot_id|>");
+      }
+      if (add_generation_prompt) out.Markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      break;
+    }
+    case Kind::kChatml: {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        if (i == 0 && !default_system_.empty() && messages[0].role != "system") {
+          out.Markup("<|im_start|>system\n").Markup(default_system_).Markup("<|im_end|>\n");
+        }
+        out.Markup("<|im_start|>").Markup(messages[i].role).Markup("\n");
+        out.Content(messages[i].content).Markup("<|im_end|>\n");
+      }
+      if (add_generation_prompt) out.Markup("<|im_start|>assistant\n");
+      break;
+    }
+    case Kind::kZephyr: {
+      // Jinja with trim_blocks: the newline after each {{ ... }} line stays.
+      for (size_t i = 0; i < messages.size(); ++i) {
+        out.Markup("<|").Markup(messages[i].role).Markup("|>\n").Content(messages[i].content).Markup(eos_).Markup("\n");
+        if (i + 1 == messages.size() && add_generation_prompt) out.Markup("<|assistant|>\n");
+      }
+      break;
+    }
+    case Kind::kPlain: {
+      for (const ChatMessage& m : messages) {
+        // "Role:" and one space, unless the content brings its own (a generated reply does).
+        out.Markup(TitleRole(m.role)).Markup(":");
+        if (m.content.empty() || !IsPythonSpace(CharAt(m.content, 0).first)) out.Markup(" ");
+        out.Content(m.content).Markup("\n");
+      }
+      if (add_generation_prompt) out.Markup("Assistant:");
+      break;
+    }
+  }
+  if (out.empty()) return InvalidArgumentError("the messages render to an empty prompt");
+  return out.Take();
+}
+
+}  // namespace kvserve

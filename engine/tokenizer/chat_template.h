@@ -1,0 +1,118 @@
+// ChatTemplate: turns chat messages into the prompt text a chat model was trained on.
+//
+// No C++ Jinja engine is packaged, so the common templates are recognised by their text
+// (GGUF `tokenizer.chat_template`) and rendered by hand, byte for byte as the model's
+// Jinja template renders them (including its raise_exception checks, which become
+// INVALID_ARGUMENT):
+//
+//   name       recognised by                            models
+//   llama2     "[INST]" and "<<SYS>>"                    Llama-2-chat, CodeLlama-instruct
+//   mistral    "[INST]" without "<<SYS>>"                Mistral-7B-Instruct-v0.2, Mixtral
+//   mistral-v0.1  ... with "eos_token + ' '"             Mistral-7B-Instruct-v0.1
+//   llama3     "<|start_header_id|>"                     Llama-3-Instruct
+//   llama3.1   ... and "Cutting Knowledge Date"          Llama-3.1/3.2-Instruct (no tools;
+//                                                        "Today Date: 26 Jul 2024", or
+//                                                        today's date when the template
+//                                                        calls strftime_now, as 3.2 does)
+//   chatml     "<|im_start|>"                            OpenHermes, Qwen (a default system
+//                                                        prompt in the template is honoured)
+//   zephyr     "<|user|>" + "<|assistant|>" + eos_token  Zephyr, TinyLlama-chat
+//
+// Fallback when the template is absent or not recognised:
+//   * "chatml" when the vocabulary has an <|im_start|> token;
+//   * otherwise "plain": one "<Role>: <content>\n" line per message ("System", "User",
+//     "Assistant") and "Assistant:" as the generation prompt.
+//
+// BOS: llama2, mistral and llama3* write the BOS token into the text (`bos_token` in Jinja);
+// for them adds_bos() is true and the caller must not add another: Encode() below tokenizes
+// with add_special = !adds_bos().
+//
+// Control tokens: only the template's own markup ("<|im_start|>", "<s>", "[INST]" ...)
+// becomes control tokens. Message content is text: RenderChat records where each message's
+// content lies and Encode tokenizes "</s>" or "<|im_start|>system" typed by a user as the
+// characters they are, so content can neither end the prompt nor forge a turn.
+//
+// Assistant turns: the plain template renders "Assistant:" + content with one space between
+// unless the content already starts with whitespace, so the reply the model generated after
+// "Assistant:" (" Hello", as detokenized) renders back to the same tokens and a chat session
+// reuses it from the cache on the next turn.
+//
+// Roles: "system", "user", "assistant"; anything else is INVALID_ARGUMENT, and so is an
+// empty message list. Content is text; whitespace stripping follows Python's str.strip()
+// where the template uses .strip() or |trim.
+//
+// Immutable after Detect; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// A rendered prompt and the byte ranges of message content in it (sorted, disjoint).
+struct RenderedChat {
+  std::string text;
+  std::vector<TextRange> content;
+};
+
+class ChatTemplate {
+ public:
+  enum class Kind { kPlain, kChatml, kLlama2, kMistral, kMistralV01, kLlama3, kLlama31, kZephyr };
+
+  // Recognises `template_text` (may be empty); takes the BOS/EOS token texts from `tok`.
+  [[nodiscard]] static ChatTemplate Detect(std::string_view template_text, const Tokenizer& tok);
+  // For tests and callers that know the kind: explicit token texts. `default_system` is
+  // ChatML's built-in system prompt; `date_string` the llama3.1 "Today Date" (empty: the
+  // template's fixed "26 Jul 2024").
+  [[nodiscard]] static ChatTemplate Make(Kind kind, std::string bos_token, std::string eos_token,
+                                         std::string default_system = "", std::string date_string = "");
+
+  // The prompt text with its content ranges. `add_generation_prompt` appends the assistant
+  // turn header where the template has one (llama2 and mistral ignore it, as their Jinja
+  // templates do).
+  [[nodiscard]] StatusOr<RenderedChat> RenderChat(std::span<const ChatMessage> messages,
+                                                  bool add_generation_prompt) const;
+  // RenderChat's text only.
+  [[nodiscard]] StatusOr<std::string> Render(std::span<const ChatMessage> messages,
+                                             bool add_generation_prompt) const;
+  // Tokenizes a rendered prompt as the template requires (see BOS and control tokens above).
+  [[nodiscard]] std::vector<int32_t> Encode(const RenderedChat& rendered, const Tokenizer& tok) const;
+
+  // "plain", "chatml", "llama2", "mistral", "mistral-v0.1", "llama3", "llama3.1", "zephyr".
+  std::string_view name() const;
+  Kind kind() const { return kind_; }
+  // True when the rendered text starts with the BOS token's text.
+  bool adds_bos() const;
+  // ChatML's built-in system prompt used when the first message is not a system message
+  // (e.g. Qwen2's "You are a helpful assistant."); empty when the template has none.
+  const std::string& default_system() const { return default_system_; }
+
+ private:
+  ChatTemplate(Kind kind, std::string bos, std::string eos, std::string default_system,
+               std::string date_string)
+      : kind_(kind), bos_(std::move(bos)), eos_(std::move(eos)),
+        default_system_(std::move(default_system)), date_string_(std::move(date_string)) {}
+
+  Kind kind_;
+  std::string bos_;
+  std::string eos_;
+  std::string default_system_;
+  std::string date_string_;    // llama3.1 "Today Date"; empty: see date_is_today_
+  bool date_is_today_ = false;  // llama3.2: strftime_now("%d %b %Y") at render time
+};
+
+// Python's str.strip(): removes leading and trailing Unicode whitespace.
+std::string_view StripPythonWhitespace(std::string_view s);
+
+}  // namespace kvserve

@@ -1,0 +1,192 @@
+// RegisterMetrics / SerializeMetrics and the engine collector (see server/api/metrics.h).
+//
+// Exported (all prefixed kvserve_):
+//   gauges     kv_cache_usage_ratio, kv_cache_blocks{state=used|free|cached|pinned},
+//              kv_cache_capacity_blocks, kv_cache_tokens, kv_cache_bytes{dtype},
+//              kv_host_blocks{state=used|free}, tokens_per_second,
+//              requests{state=running|waiting|swapped}, chat_sessions, batch_tokens,
+//              batch_sequences, engine_healthy, info{model,kv_dtype,block_size,backend} = 1
+//   counters   prompt_tokens_total, generation_tokens_total, preemptions_total,
+//              kv_evictions_total{reason=window|prefix_lru|session|preemption} (blocks),
+//              prefix_cache_queries_total, prefix_cache_hits_total,
+//              prefix_cache_query_tokens_total, prefix_cache_hit_tokens_total,
+//              kv_swapped_blocks_total{direction=out|in}, engine_steps_total,
+//              forward_errors_total, requests_total{status=ok|aborted|error|rejected}
+//   histograms time_to_first_token_seconds, inter_token_latency_seconds,
+//              request_duration_seconds, step_duration_seconds
+#include "server/api/metrics.h"
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "cache/kv_spec.h"
+#include "server/api/front_ends.h"
+
+namespace kvserve {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+class Families {
+ public:
+  MetricFamily& Add(std::string name, std::string help, MetricType type) {
+    MetricFamily f;
+    f.name = "kvserve_" + std::move(name);
+    f.help = std::move(help);
+    f.type = type;
+    families_.push_back(std::move(f));
+    return families_.back();
+  }
+
+  void Gauge(std::string name, std::string help, double value) {
+    AddSample(Add(std::move(name), std::move(help), MetricType::Gauge), {}, value);
+  }
+  void Counter(std::string name, std::string help, double value) {
+    AddSample(Add(std::move(name), std::move(help), MetricType::Counter), {}, value);
+  }
+
+  // One sample of `family` with labels; the value lands in the field of the family's type.
+  static void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    if (family.type == MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    family.metric.push_back(std::move(m));
+  }
+
+  void Histogram(std::string name, std::string help, const kvserve::Histogram& h) {
+    MetricFamily& f = Add(std::move(name), std::move(help), MetricType::Histogram);
+    ClientMetric m;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += static_cast<uint64_t>(i < h.counts.size() ? h.counts[i] : 0);
+      m.histogram.bucket.push_back({cumulative, h.bounds[i]});
+    }
+    // The serializer appends le="+Inf" with sample_count; keep it >= the last bucket.
+    uint64_t total = cumulative;
+    if (h.counts.size() > h.bounds.size()) total += static_cast<uint64_t>(h.counts.back());
+    m.histogram.sample_count = total;
+    m.histogram.sample_sum = h.sum;
+    f.metric.push_back(std::move(m));
+  }
+
+  std::vector<MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  std::vector<MetricFamily> families_;
+};
+
+}  // namespace
+
+std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
+  Families out;
+  const ServerContext& ctx = *ctx_;
+  if (ctx.engine == nullptr) return out.Take();
+  const EngineStats s = ctx.engine->GetStats();
+  const KvCacheStats& c = s.cache;
+  const EngineConfig& config = ctx.engine->config();
+
+  // Cache occupancy.
+  out.Gauge("kv_cache_usage_ratio", "Fraction of KV cache blocks in use (used + pinned) / total, 0-1.",
+            c.usage_ratio);
+  MetricFamily& blocks = out.Add("kv_cache_blocks", "KV cache blocks by state.", MetricType::Gauge);
+  Families::AddSample(blocks, {{"state", "used"}}, c.used_blocks);
+  Families::AddSample(blocks, {{"state", "free"}}, c.free_blocks);
+  Families::AddSample(blocks, {{"state", "cached"}}, c.cached_blocks);
+  Families::AddSample(blocks, {{"state", "pinned"}}, c.pinned_blocks);
+  out.Gauge("kv_cache_capacity_blocks", "KV cache blocks in the pool.", c.total_blocks);
+  out.Gauge("kv_cache_tokens", "Token positions held in the KV cache by live sequences.",
+            static_cast<double>(c.tokens_stored));
+  MetricFamily& bytes = out.Add("kv_cache_bytes", "Bytes of the KV cache pool by storage dtype (scales included).",
+                                MetricType::Gauge);
+  for (const auto& [dtype, n] : c.bytes_by_dtype) Families::AddSample(bytes, {{"dtype", dtype}}, static_cast<double>(n));
+  MetricFamily& host = out.Add("kv_host_blocks", "Host offload tier blocks by state.", MetricType::Gauge);
+  Families::AddSample(host, {{"state", "used"}}, c.host_used_blocks);
+  Families::AddSample(host, {{"state", "free"}}, c.host_total_blocks - c.host_used_blocks);
+
+  // Throughput and scheduling.
+  out.Counter("prompt_tokens_total", "Prompt tokens computed (prefix-cache hits excluded).",
+              static_cast<double>(s.prompt_tokens_total));
+  out.Counter("generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens_total));
+  out.Gauge("tokens_per_second", "Tokens generated per second over the last few seconds.", s.tokens_per_second);
+  MetricFamily& requests = out.Add("requests", "Requests in the engine by state.", MetricType::Gauge);
+  Families::AddSample(requests, {{"state", "running"}}, s.running);
+  Families::AddSample(requests, {{"state", "waiting"}}, s.waiting);
+  Families::AddSample(requests, {{"state", "swapped"}}, s.swapped);
+  out.Gauge("batch_tokens", "Tokens in the last engine step.", s.last_batch_tokens);
+  out.Gauge("batch_sequences", "Sequences in the last engine step.", s.last_batch_seqs);
+  out.Counter("preemptions_total", "Requests preempted to make room in the KV cache.",
+              static_cast<double>(s.preemptions_total));
+  out.Counter("engine_steps_total", "Engine steps run.", static_cast<double>(s.steps));
+  out.Counter("forward_errors_total", "Forward passes that failed.", static_cast<double>(s.forward_errors_total));
+  out.Gauge("engine_healthy", "1 while the engine makes progress, 0 after a persistent fault.",
+            s.healthy && ctx.engine->Healthy() ? 1 : 0);
+
+  // Eviction, prefix cache, swapping.
+  MetricFamily& evictions = out.Add("kv_evictions_total", "KV cache blocks evicted, by reason.", MetricType::Counter);
+  for (int r = 0; r < kNumEvictionReasons; ++r) {
+    Families::AddSample(evictions, {{"reason", EvictionReasonName(static_cast<EvictionReason>(r))}},
+                        static_cast<double>(c.evicted_blocks[static_cast<size_t>(r)]));
+  }
+  out.Counter("prefix_cache_queries_total", "Prefix-cache lookups.", static_cast<double>(c.prefix_queries));
+  out.Counter("prefix_cache_hits_total", "Prefix-cache lookups that reused at least one block.",
+              static_cast<double>(c.prefix_hits));
+  out.Counter("prefix_cache_query_tokens_total", "Prompt tokens looked up in the prefix cache.",
+              static_cast<double>(c.prefix_query_tokens));
+  out.Counter("prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",
+              static_cast<double>(c.prefix_hit_tokens));
+  MetricFamily& swapped = out.Add("kv_swapped_blocks_total", "KV blocks moved between device and host tier.",
+                                  MetricType::Counter);
+  Families::AddSample(swapped, {{"direction", "out"}}, static_cast<double>(c.swapped_out_blocks));
+  Families::AddSample(swapped, {{"direction", "in"}}, static_cast<double>(c.swapped_in_blocks));
+  out.Gauge("chat_sessions", "Server-side chat sessions alive.", s.chat_sessions);
+
+  // Requests by outcome: the engine counts what it accepted; front ends count refusals.
+  MetricFamily& outcomes = out.Add("requests_total", "Finished requests by status.", MetricType::Counter);
+  for (int o = 0; o < kNumRequestOutcomes; ++o) {
+    const auto outcome = static_cast<RequestOutcome>(o);
+    double n = static_cast<double>(s.requests_total[static_cast<size_t>(o)]);
+    if (outcome == RequestOutcome::kRejected) n += static_cast<double>(ctx.requests_rejected.load());
+    Families::AddSample(outcomes, {{"status", RequestOutcomeName(outcome)}}, n);
+  }
+
+  // Latency histograms (seconds).
+  out.Histogram("time_to_first_token_seconds", "Time from submission to the first generated token.",
+                s.time_to_first_token);
+  out.Histogram("inter_token_latency_seconds", "Time between consecutive tokens of a sequence.",
+                s.inter_token_latency);
+  out.Histogram("request_duration_seconds", "Time from submission to the end of a request.", s.request_duration);
+  out.Histogram("step_duration_seconds", "Duration of one engine step.", s.step_duration);
+
+  MetricFamily& info = out.Add("info", "The served model and KV cache configuration (value 1).", MetricType::Gauge);
+  Families::AddSample(info,
+                      {{"backend", ctx.backend_name},
+                       {"block_size", std::to_string(c.block_size > 0 ? c.block_size : config.kv.block_size)},
+                       {"kv_dtype", std::string(KvDtypeName(config.kv.dtype))},
+                       {"model", ctx.model_id}},
+                      1);
+  return out.Take();
+}
+
+void RegisterMetrics(ServerContext* ctx) {
+  if (!ctx->registry) ctx->registry = std::make_shared<prometheus::Registry>();
+}
+
+std::string SerializeMetrics(const ServerContext& ctx) {
+  std::vector<MetricFamily> families;
+  if (ctx.registry) families = ctx.registry->Collect();
+  std::vector<MetricFamily> engine = EngineMetricsCollector(&ctx).Collect();
+  families.insert(families.end(), std::make_move_iterator(engine.begin()), std::make_move_iterator(engine.end()));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,180 @@
+// RequestBuilder: front-end input -> engine requests (see request_builder.h for the order).
+#include "server/api/request_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "server/api/session_header.h"
+
+namespace kvserve {
+namespace {
+
+// OpenAI's error codes for the engine's refusals.
+std::string CodeFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOutOfRange: return "context_length_exceeded";
+    case StatusCode::kResourceExhausted: return "rate_limit_exceeded";
+    case StatusCode::kUnavailable: return "service_unavailable";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+RequestBuilder::RequestBuilder(ServerContext* ctx) : ctx_(ctx) {}
+
+int RequestBuilder::max_model_len() const {
+  const Engine& engine = *ctx_->engine;
+  const int configured = engine.config().max_model_len;
+  return configured > 0 ? configured : engine.model().config().context_length;
+}
+
+const ChatTemplate& RequestBuilder::chat_template() {
+  std::call_once(template_once_, [this] {
+    const Tokenizer& tok = ctx_->engine->model().tokenizer();
+    template_ = ChatTemplate::Detect(tok.vocab().chat_template, tok);
+  });
+  return *template_;
+}
+
+Status RequestBuilder::CheckModel(const std::string& model) const {
+  if (model.empty() || model == ctx_->model_id) return OkStatus();
+  return NotFoundError(fmt::format("the model '{}' does not exist (this server serves '{}')", model, ctx_->model_id));
+}
+
+std::string RequestBuilder::TenantCacheSalt(const std::string& tenant, const std::string& salt) {
+  if (tenant.empty()) return salt;
+  return fmt::format("{}:{}/{}", tenant.size(), tenant, salt);
+}
+
+StatusOr<RenderedPrompt> RequestBuilder::RenderChat(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) {
+  const ChatTemplate& tmpl = chat_template();
+  ASSIGN_OR_RETURN(RenderedChat rendered, tmpl.RenderChat(messages, add_generation_prompt));
+  RenderedPrompt out;
+  out.tokens = tmpl.Encode(rendered, ctx_->engine->model().tokenizer());
+  out.text = std::move(rendered.text);
+  return out;
+}
+
+bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector<int32_t>>* prompts,
+                              std::vector<std::string>* echo, ApiError* error) {
+  const Tokenizer& tok = ctx_->engine->model().tokenizer();
+  if (in.kind == ApiKind::kChat) {
+    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) {
+      *error = ApiError{rendered.status(), "messages", "", 0};
+      return false;
+    }
+    prompts->push_back(std::move(rendered->tokens));
+    echo->emplace_back();
+    return true;
+  }
+  if (in.prompts.empty()) {
+    *error = InvalidField("prompt", "you must provide a prompt");
+    return false;
+  }
+  for (const PromptInput& p : in.prompts) {
+    if (p.is_tokens) {
+      // Checked here, not only by Engine::Submit: echo decodes the ids first (the tokenizer
+      // CHECKs its argument).
+      for (int32_t id : p.tokens) {
+        if (id < 0 || id >= tok.vocab_size()) {
+          *error = InvalidField("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id,
+                                                      tok.vocab_size()));
+          return false;
+        }
+      }
+      prompts->push_back(p.tokens);
+      echo->push_back(in.echo ? tok.Decode(p.tokens) : "");
+    } else {
+      prompts->push_back(tok.Encode(p.text, /*add_special=*/true));
+      echo->push_back(in.echo ? p.text : "");
+    }
+  }
+  return true;
+}
+
+bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std::vector<GenerationRequest>* requests,
+                           std::vector<std::string>* echo, ApiError* error) {
+  if (ctx_->loading || ctx_->engine == nullptr) {
+    *error = ApiError{UnavailableError("the model is loading; retry shortly"), "", "service_unavailable", 0};
+    return false;
+  }
+  if (ctx_->draining) {
+    *error = ApiError{UnavailableError("the server is shutting down"), "", "service_unavailable", 0};
+    return false;
+  }
+  if (Status model = CheckModel(in.model); !model.ok()) {
+    *error = ApiError{std::move(model), "model", "model_not_found", 0};
+    return false;
+  }
+  std::string session_id = in.session_id;
+  if (Status merged = MergeSessionHeader(caller.session_header, &session_id); !merged.ok()) {
+    *error = InvalidField("session_id", merged.message());
+    return false;
+  }
+  if (!session_id.empty() && in.prompts.size() > 1) {
+    *error = InvalidField("session_id", "a chat session takes one prompt, not a batch");
+    return false;
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  if (!Tokenize(in, &prompts, echo, error)) return false;
+
+  GenerationRequest base;
+  base.sampling = in.sampling;
+  if (in.echo && in.kind == ApiKind::kCompletion && in.sampling.logprobs >= 0) {
+    base.sampling.prompt_logprobs = in.sampling.logprobs;
+  }
+  base.n = in.n;
+  base.session_id = std::move(session_id);
+  base.tenant = caller.tenant;
+  base.cache_salt = TenantCacheSalt(caller.tenant, in.cache_salt);
+  base.priority = in.priority;
+  const int max_len = max_model_len();
+  for (std::vector<int32_t>& tokens : prompts) {
+    GenerationRequest& r = requests->emplace_back(base);
+    const int prompt_len = static_cast<int>(tokens.size());
+    if (in.max_tokens) {
+      r.sampling.max_tokens = *in.max_tokens;
+    } else if (in.kind == ApiKind::kChat) {
+      r.sampling.max_tokens = std::max(max_len - prompt_len, 1);  // OpenAI's chat default
+    } else {
+      r.sampling.max_tokens = ctx_->options.default_max_tokens;
+    }
+    r.prompt_tokens = std::move(tokens);
+  }
+  return true;
+}
+
+bool RequestBuilder::Submit(const GenerationInput& in, const Caller& caller, SubmittedRequests* out,
+                            ApiError* error) {
+  std::vector<GenerationRequest> requests;
+  out->streams.clear();
+  out->echo.clear();
+  out->prompt_lengths.clear();
+  if (!Build(in, caller, &requests, &out->echo, error)) {
+    ctx_->CountRejected();
+    return false;
+  }
+  Engine& engine = *ctx_->engine;
+  for (GenerationRequest& r : requests) {
+    const int prompt_len = static_cast<int>(r.prompt_tokens.size());
+    StatusOr<std::shared_ptr<RequestStream>> stream = engine.Submit(std::move(r));
+    if (!stream.ok()) {
+      for (auto& s : out->streams) engine.Abort(s->id());
+      out->streams.clear();
+      const StatusCode code = stream.status().code();
+      const char* param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt") : "";
+      *error = ApiError{stream.status(), param, CodeFor(code), 0};
+      ctx_->CountRejected();
+      return false;
+    }
+    out->streams.push_back(std::move(stream).value());
+    out->prompt_lengths.push_back(prompt_len);
+  }
+  return true;
+}
+
+}  // namespace kvserve

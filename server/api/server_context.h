@@ -1,0 +1,66 @@
+// ServerContext: what every front end (HTTP, gRPC, metrics) shares: the engine, the model's
+// identity, the server options, readiness state and the Prometheus registry. Built once by
+// `kvserve serve` (cli/cli_serve.cpp); the front ends only read it, except the atomics.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/profiler.h"
+#include "engine/engine.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kvserve {
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int http_port = 8080;
+  int grpc_port = 50051;               // 0: pick a free port; -1: gRPC off
+  int http_threads = 2;                // I/O threads of the HTTP server
+  std::vector<std::string> api_keys;   // empty: no auth
+  bool protect_observability = false;  // also require the key for /health, /ready, /metrics
+  size_t max_body_bytes = 8 << 20;     // larger request bodies: 413
+  size_t max_header_bytes = 16 << 10;  // larger headers: 431
+  double header_timeout_seconds = 10;  // a client that trickles its request is cut off
+  double idle_timeout_seconds = 120;   // keep-alive connections idle this long are closed
+  double write_timeout_seconds = 30;   // a client that stops reading its stream is aborted
+  double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long
+  int default_max_tokens = 16;         // /v1/completions default (OpenAI's)
+  std::string served_model_name;       // id in /v1/models; default: the file's name
+  bool enable_debug_endpoints = false; // GET /debug/cache (KV cache integrity check)
+};
+
+struct ServerContext {
+  Engine* engine = nullptr;
+  std::string model_id;       // the id clients must use in "model"
+  std::string backend_name;   // "cpu" | "cuda"
+  ServerOptions options;
+  std::shared_ptr<prometheus::Registry> registry;
+  // --profile: the HTTP server adds the time it spends turning engine output into SSE bytes
+  // and writing them (ProfileOp::kNetworkWrite). Nullable, not owned; set before the front
+  // ends start and outlives them.
+  Profiler* profiler = nullptr;
+  std::atomic<bool> loading{true};    // /ready is 503 until the model is loaded
+  std::atomic<bool> draining{false};  // /ready is 503 and new requests are refused
+  // Generation requests refused before the engine accepted them: the wire format did not
+  // decode (counted by the front end), or the RequestBuilder refused it (unknown model,
+  // unrenderable messages, loading, draining) or Engine::Submit did (queue full, prompt too
+  // long) — counted by the builder. Once per refused request, never for auth failures; the
+  // metrics module exports it as kvserve_requests_total{status="rejected"}.
+  std::atomic<int64_t> requests_rejected{0};
+
+  void CountRejected() { requests_rejected.fetch_add(1, std::memory_order_relaxed); }
+
+  // /ready and gRPC health: a generation request would be admitted now (model loaded, not
+  // draining, engine healthy and its queue not full).
+  bool Ready() const { return !loading && !draining && engine != nullptr && engine->AcceptingRequests(); }
+};
+
+}  // namespace kvserve

@@ -1,0 +1,347 @@
+// GrpcServer (front_ends.h): kvserve.v1.Generation on gRPC's callback API, the standard
+// grpc.health.v1 service and server reflection.
+//
+// The Generation methods that take strings are gRPC "raw" methods: they receive the request
+// bytes and decode them here, so a request gRPC's own decoding would refuse (a string field
+// that is not valid UTF-8, as proto3 requires) is answered INVALID_ARGUMENT with a message
+// instead of gRPC's bare UNIMPLEMENTED.
+//
+// Every Generation call first passes Authenticate(): the `authorization: Bearer <key>`
+// metadata is checked with ApiKeyAuth (constant-time, names the tenant) -> UNAUTHENTICATED.
+// Generation calls then go through the RequestBuilder that the HTTP API uses too (readiness,
+// model, session merged with the `x-session-id` metadata, template, tenant isolation,
+// limits, rejection accounting) and hand the RequestStream to a reactor (grpc_reactors).
+// Tokenize, Detokenize and GetModelInfo answer inline on gRPC's thread once the model is
+// loaded.
+//
+// Health: SERVING for "" and "kvserve.v1.Generation" while ServerContext::Ready(), else
+// NOT_SERVING; a watcher thread re-reads readiness every 100 ms. Shutdown() marks both
+// NOT_SERVING for good, stops accepting calls and gives running ones `grace_seconds` before
+// cancelling them (which aborts their engine requests).
+//
+// Threads: handlers and reactions run on gRPC's threads, listeners on the engine thread;
+// the service itself is immutable after construction except the builder's lazily detected
+// template.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <limits>
+#include <fmt/format.h>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "cache/kv_spec.h"
+#include "common/log.h"
+#include "server/api/auth.h"
+#include "server/api/front_ends.h"
+#include "server/grpc/grpc_convert.h"
+#include "server/grpc/grpc_reactors.h"
+#include "server/api/session_header.h"
+
+namespace kvserve {
+namespace {
+
+constexpr char kServiceName[] = "kvserve.v1.Generation";
+
+using GenerationServiceBase = v1::Generation::WithRawCallbackMethod_Generate<
+    v1::Generation::WithRawCallbackMethod_GenerateStream<v1::Generation::WithRawCallbackMethod_Chat<
+        v1::Generation::WithRawCallbackMethod_ChatStream<v1::Generation::WithRawCallbackMethod_Tokenize<
+            v1::Generation::WithRawCallbackMethod_Detokenize<
+                v1::Generation::WithCallbackMethod_GetModelInfo<v1::Generation::Service>>>>>>>;
+using StreamReactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
+
+// A write reactor that only finishes (a refused streaming call); deletes itself when done.
+class RefusedStream final : public StreamReactor {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+class GenerationService final : public GenerationServiceBase {
+ public:
+  explicit GenerationService(ServerContext* ctx) : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx) {}
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override {
+    return Unary<v1::GenerateRequest>(call, "Generate", *request, response);
+  }
+
+  StreamReactor* GenerateStream(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) override {
+    return Streaming<v1::GenerateRequest>(call, "GenerateStream", *request);
+  }
+
+  grpc::ServerUnaryReactor* Chat(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override {
+    return Unary<v1::ChatRequest>(call, "Chat", *request, response);
+  }
+
+  StreamReactor* ChatStream(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) override {
+    return Streaming<v1::ChatRequest>(call, "ChatStream", *request);
+  }
+
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) override {
+    return Inline<v1::TokenizeRequest, v1::TokenizeResponse>(
+        call, *request_bytes, response_bytes, [&](const v1::TokenizeRequest& request, v1::TokenizeResponse* response) {
+          RETURN_IF_ERROR(builder_.CheckModel(request.model()));
+          std::vector<int32_t> ids;
+          if (request.messages_size() > 0) {
+            ASSIGN_OR_RETURN(RenderedPrompt rendered, builder_.RenderChat(ToChatMessages(request.messages()),
+                                                                          /*add_generation_prompt=*/true));
+            ids = std::move(rendered.tokens);
+            response->set_rendered_prompt(std::move(rendered.text));
+          } else {
+            const bool add_special = !request.has_add_special_tokens() || request.add_special_tokens();
+            ids = ctx_->engine->model().tokenizer().Encode(request.text(), add_special, request.parse_special());
+          }
+          response->mutable_token_ids()->Add(ids.begin(), ids.end());
+          return OkStatus();
+        });
+  }
+
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                       grpc::ByteBuffer* response_bytes) override {
+    return Inline<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+        call, *request_bytes, response_bytes,
+        [&](const v1::DetokenizeRequest& request, v1::DetokenizeResponse* response) -> Status {
+          RETURN_IF_ERROR(builder_.CheckModel(request.model()));
+          const Tokenizer& tok = ctx_->engine->model().tokenizer();
+          for (int i = 0; i < request.token_ids_size(); ++i) {
+            const int32_t id = request.token_ids(i);
+            if (id < 0 || id >= tok.vocab_size()) {
+              return InvalidArgumentError(
+                  fmt::format("token_ids[{}] = {} is outside the vocabulary [0, {})", i, id, tok.vocab_size()));
+            }
+          }
+          const std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
+          response->set_text(tok.Decode(ids, /*strip_leading_space=*/true, request.render_special()));
+          return OkStatus();
+        });
+  }
+
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call, const v1::GetModelInfoRequest*,
+                                         v1::ModelInfo* info) override {
+    grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+    std::string tenant;
+    Status status = Authenticate(call, &tenant);
+    if (status.ok()) status = ModelLoaded();
+    if (status.ok()) {
+      const Engine& engine = *ctx_->engine;
+      const Tokenizer& tok = engine.model().tokenizer();
+      info->set_model_id(ctx_->model_id);
+      info->set_context_length(builder_.max_model_len());
+      info->set_vocab_size(tok.vocab_size());
+      info->set_kv_dtype(std::string(KvDtypeName(engine.config().kv.dtype)));
+      info->set_block_size(engine.config().kv.block_size);
+      info->set_backend(ctx_->backend_name);
+      info->set_architecture(engine.model().config().architecture);
+      info->set_chat_template(std::string(builder_.chat_template().name()));
+      info->set_num_kv_blocks(engine.config().num_blocks);
+      info->set_bos_token_id(tok.bos_id());
+      info->set_eos_token_id(tok.eos_id());
+    }
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+
+ private:
+  // The caller's tenant, or UNAUTHENTICATED.
+  Status Authenticate(grpc::CallbackServerContext* call, std::string* tenant) const {
+    std::string_view authorization;
+    const auto& metadata = call->client_metadata();
+    if (auto it = metadata.find("authorization"); it != metadata.end()) {
+      authorization = std::string_view(it->second.data(), it->second.size());
+    }
+    std::optional<std::string> who = auth_.Authenticate(authorization);
+    if (!who) return UnauthenticatedError("missing or invalid API key (metadata 'authorization: Bearer <key>')");
+    *tenant = std::move(*who);
+    return OkStatus();
+  }
+
+  Status ModelLoaded() const {
+    if (ctx_->loading || ctx_->engine == nullptr) return UnavailableError("the model is loading");
+    return OkStatus();
+  }
+
+  // Authenticates, decodes and submits through the RequestBuilder (which counts refusals;
+  // undecodable requests are counted here).
+  template <typename Request>
+  StatusOr<std::shared_ptr<RequestStream>> Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& bytes) {
+    Caller caller;
+    RETURN_IF_ERROR(Authenticate(call, &caller.tenant));
+    Request request;
+    if (grpc::Status parsed = ParseMessage(bytes, &request); !parsed.ok()) {
+      ctx_->CountRejected();
+      return InvalidArgumentError(parsed.error_message());
+    }
+    StatusOr<GenerationInput> input = ToGenerationInput(request);
+    if (!input.ok()) {
+      ctx_->CountRejected();
+      return input.status();
+    }
+    const auto& metadata = call->client_metadata();
+    if (auto it = metadata.find(std::string(kSessionHeader)); it != metadata.end()) {
+      caller.session_header.assign(it->second.data(), it->second.size());
+    }
+    SubmittedRequests submitted;
+    ApiError error;
+    if (!builder_.Submit(*input, caller, &submitted, &error)) return error.status;
+    return std::move(submitted.streams.front());
+  }
+
+  GrpcCallInfo CallInfo(grpc::CallbackServerContext* call, const char* method, uint64_t request_id) const {
+    GrpcCallInfo info;
+    info.engine = ctx_->engine;
+    info.id = fmt::format("gen-{}", request_id);
+    info.model = ctx_->model_id;
+    info.method = method;
+    info.peer = call->peer();
+    return info;
+  }
+
+  template <typename Request>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes,
+                                  grpc::ByteBuffer* response) {
+    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
+    if (!stream.ok()) {
+      const grpc::Status status = ToGrpcStatus(stream.status());
+      LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
+      grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+      reactor->Finish(status);
+      return reactor;
+    }
+    GrpcCallInfo info = CallInfo(call, method, (*stream)->id());
+    return GenerationUnaryReactor::Start(std::move(info), std::move(stream).value(), response);
+  }
+
+  template <typename Request>
+  StreamReactor* Streaming(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes) {
+    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
+    if (!stream.ok()) {
+      const grpc::Status status = ToGrpcStatus(stream.status());
+      LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
+      return new RefusedStream(status);
+    }
+    GrpcCallInfo info = CallInfo(call, method, (*stream)->id());
+    return GenerationStreamReactor::Start(std::move(info), std::move(stream).value());
+  }
+
+  // Authenticates, decodes, runs `work` on this thread once the model is loaded, and encodes
+  // its response.
+  template <typename Request, typename Response, typename Work>
+  grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes,
+                                   grpc::ByteBuffer* response_bytes, Work work) {
+    grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+    std::string tenant;
+    Status status = Authenticate(call, &tenant);
+    if (status.ok()) status = ModelLoaded();
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return reactor;
+    }
+    Request request;
+    if (grpc::Status parsed = ParseMessage(request_bytes, &request); !parsed.ok()) {
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    Response response;
+    status = work(request, &response);
+    if (status.ok()) SerializeMessage(response, response_bytes);
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+
+  ServerContext* const ctx_;
+  const ApiKeyAuth auth_;
+  RequestBuilder builder_;
+};
+
+class GrpcServerImpl final : public GrpcServer {
+ public:
+  explicit GrpcServerImpl(ServerContext* ctx) : ctx_(ctx), service_(ctx) {}
+  ~GrpcServerImpl() override { Shutdown(0); }
+
+  Status Init() {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    const std::string& host = ctx_->options.host;
+    const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+    const std::string address = ipv6 ? fmt::format("[{}]:{}", host, ctx_->options.grpc_port)
+                                     : fmt::format("{}:{}", host, ctx_->options.grpc_port);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<size_t>(ctx_->options.max_body_bytes, std::numeric_limits<int>::max())));
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      server_.reset();
+      return UnavailableError(fmt::format("gRPC could not listen on {}", address));
+    }
+    health_ = server_->GetHealthCheckService();
+    SetServing(ctx_->Ready());
+    watcher_ = std::thread([this] { WatchReadiness(); });
+    return OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+  void Shutdown(double grace_seconds) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shut_down_ || !server_) return;
+      shut_down_ = true;
+    }
+    cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    if (health_ != nullptr) health_->Shutdown();  // NOT_SERVING for good
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::microseconds(static_cast<int64_t>(std::max(grace_seconds, 0.0) * 1e6));
+    server_->Shutdown(deadline);  // refuses new calls; cancels the rest at the deadline
+    server_->Wait();
+  }
+
+ private:
+  void SetServing(bool serving) {
+    health_->SetServingStatus(serving);
+    health_->SetServingStatus(kServiceName, serving);
+    serving_ = serving;
+  }
+
+  void WatchReadiness() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!shut_down_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (shut_down_) break;
+      const bool ready = ctx_->Ready();
+      if (ready != serving_) SetServing(ready);
+    }
+  }
+
+  ServerContext* const ctx_;
+  GenerationService service_;
+  std::unique_ptr<grpc::Server> server_;
+  grpc::HealthCheckServiceInterface* health_ = nullptr;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shut_down_ = false;
+  bool serving_ = false;
+  std::thread watcher_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(ServerContext* ctx) {
+  auto server = std::make_unique<GrpcServerImpl>(ctx);
+  RETURN_IF_ERROR(server->Init());
+  LOG_INFO("gRPC listening on {}:{} (kvserve.v1.Generation, grpc.health.v1, reflection)", ctx->options.host,
+           server->port());
+  return std::unique_ptr<GrpcServer>(std::move(server));
+}
+
+}  // namespace kvserve

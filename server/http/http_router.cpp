@@ -1,0 +1,249 @@
+// HttpRouter: route table, auth, readiness gates, OpenAI request -> engine submissions.
+#include "server/http/http_router.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "common/log.h"
+#include "server/api/front_ends.h"
+
+namespace kvserve {
+namespace {
+
+enum class Route {
+  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache
+};
+
+struct RouteSpec {
+  Route route;
+  const char* method;
+  bool observability;  // open without a key unless protect_observability; served while draining
+};
+
+constexpr char kModelsPrefix[] = "/v1/models/";
+
+std::optional<RouteSpec> FindRoute(std::string_view path) {
+  if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST", false};
+  if (path == "/v1/chat/completions") return RouteSpec{Route::kChat, "POST", false};
+  if (path == "/v1/models") return RouteSpec{Route::kModels, "GET", false};
+  if (path.starts_with(kModelsPrefix) && path.size() > sizeof(kModelsPrefix) - 1) {
+    return RouteSpec{Route::kModel, "GET", false};
+  }
+  if (path == "/health") return RouteSpec{Route::kHealth, "GET", true};
+  if (path == "/ready") return RouteSpec{Route::kReady, "GET", true};
+  if (path == "/metrics") return RouteSpec{Route::kMetrics, "GET", true};
+  if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST", false};
+  if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST", false};
+  if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", false};
+  return std::nullopt;
+}
+
+HttpReply Error(Status status, std::string code = "", std::string param = "") {
+  return ErrorReply(ApiError{std::move(status), std::move(param), std::move(code), 0});
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+HttpRouter::HttpRouter(ServerContext* ctx)
+    : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
+      id_nonce_(std::random_device{}()) {}
+
+std::string HttpRouter::NextId(ApiKind kind) {
+  return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",
+                     static_cast<uint32_t>(id_nonce_), next_id_.fetch_add(1));
+}
+
+HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
+  Result result;
+  const std::string_view target(request.target);
+  const std::string_view path = target.substr(0, target.find('?'));
+  std::optional<RouteSpec> spec = FindRoute(path);
+  if (spec && spec->route == Route::kDebugCache && !ctx_->options.enable_debug_endpoints) spec.reset();
+  if (!spec) {
+    result.route = "unknown";
+    result.reply = Error(NotFoundError(fmt::format("unknown route: {} {}", request.method, path)), "unknown_url");
+    return result;
+  }
+  result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}") : std::string(path);
+  result.quiet = spec->observability;
+
+  std::optional<std::string> tenant = auth_.Authenticate(request.authorization);
+  if (!tenant && (!spec->observability || ctx_->options.protect_observability)) {
+    HttpReply reply = Error(UnauthenticatedError(request.authorization.empty()
+                                                     ? "missing API key: send 'Authorization: Bearer <key>'"
+                                                     : "invalid API key"),
+                            "invalid_api_key");
+    reply.headers.emplace_back("WWW-Authenticate", "Bearer");
+    result.reply = std::move(reply);
+    return result;
+  }
+  if (request.method != spec->method) {
+    HttpReply reply = Error(InvalidArgumentError(fmt::format("method {} is not allowed for {} (use {})",
+                                                             request.method, path, spec->method)),
+                            "method_not_allowed");
+    reply.status = 405;
+    reply.headers.emplace_back("Allow", spec->method);
+    result.reply = std::move(reply);
+    return result;
+  }
+  if (spec->route == Route::kCompletions || spec->route == Route::kChat) {
+    return Generate(request, spec->route == Route::kChat ? ApiKind::kChat : ApiKind::kCompletion,
+                    tenant.value_or(""));
+  }
+  if (!spec->observability && (ctx_->loading || ctx_->draining)) {
+    result.reply = Error(UnavailableError(ctx_->loading ? "the model is loading; retry shortly"
+                                                        : "the server is shutting down"),
+                         "service_unavailable");
+    return result;
+  }
+
+  switch (spec->route) {
+    case Route::kCompletions:
+    case Route::kChat:
+      break;  // handled above
+    case Route::kModels:
+      result.reply = ModelsReply(ctx_->model_id, created_, builder_.max_model_len());
+      return result;
+    case Route::kModel: {
+      const std::string_view id = path.substr(sizeof(kModelsPrefix) - 1);
+      if (id != ctx_->model_id) {
+        result.reply = Error(NotFoundError(fmt::format("the model '{}' does not exist", id)), "model_not_found", "model");
+      } else {
+        result.reply = ModelReply(ctx_->model_id, created_, builder_.max_model_len());
+      }
+      return result;
+    }
+    case Route::kHealth:
+      result.reply = StatusReply(200, "ok");
+      return result;
+    case Route::kReady: {
+      if (ctx_->Ready()) {
+        result.reply = StatusReply(200, "ready");
+      } else {
+        const char* state = ctx_->loading                  ? "loading"
+                            : ctx_->draining               ? "draining"
+                            : !ctx_->engine->Healthy()     ? "unhealthy"
+                                                           : "busy";  // the queue is full
+        result.reply = StatusReply(503, state);
+        result.reply->headers.emplace_back("Retry-After", "1");
+      }
+      return result;
+    }
+    case Route::kMetrics: {
+      HttpReply reply;
+      if (ctx_->loading) {
+        reply.status = 503;
+        reply.content_type = "text/plain; charset=utf-8";
+        reply.body = "model loading\n";
+      } else {
+        reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        reply.body = SerializeMetrics(*ctx_);
+      }
+      result.reply = std::move(reply);
+      return result;
+    }
+    case Route::kTokenize:
+      result.reply = Tokenize(request);
+      return result;
+    case Route::kDebugCache: {
+      // Debug only (--enable-debug-endpoints): the check runs on the engine thread.
+      KvCacheStats stats;
+      const Status integrity = ctx_->engine->VerifyCacheIntegrity(/*timeout_seconds=*/10, &stats);
+      if (integrity.code() == StatusCode::kUnavailable) {
+        result.reply = Error(integrity, "service_unavailable");
+      } else {
+        result.reply = DebugCacheReply(integrity, stats);
+      }
+      return result;
+    }
+    case Route::kDetokenize: {
+      std::vector<int32_t> tokens;
+      ApiError error;
+      if (!ParseDetokenizeRequest(request.body, &tokens, &error)) {
+        result.reply = ErrorReply(error);
+        return result;
+      }
+      const Tokenizer& tok = ctx_->engine->model().tokenizer();
+      for (int32_t id : tokens) {
+        if (id < 0 || id >= tok.vocab_size()) {
+          result.reply = Error(InvalidArgumentError(fmt::format("token id {} is outside the vocabulary [0, {})",
+                                                                id, tok.vocab_size())), "", "tokens");
+          return result;
+        }
+      }
+      result.reply = DetokenizeReply(tok.Decode(tokens));
+      return result;
+    }
+  }
+  return result;
+}
+
+HttpReply HttpRouter::Tokenize(const HttpRequestInfo& request) {
+  TokenizeRequest t;
+  ApiError error;
+  if (!ParseTokenizeRequest(request.body, &t, &error)) return ErrorReply(error);
+  if (Status model = builder_.CheckModel(t.model); !model.ok()) return Error(model, "model_not_found", "model");
+  if (t.messages.empty()) {
+    return TokenizeReply(ctx_->engine->model().tokenizer().Encode(t.text, t.add_special_tokens),
+                         builder_.max_model_len());
+  }
+  StatusOr<RenderedPrompt> rendered = builder_.RenderChat(t.messages, t.add_generation_prompt);
+  if (!rendered.ok()) return ErrorReply(ApiError{rendered.status(), "messages", "", 0});
+  return TokenizeReply(rendered->tokens, builder_.max_model_len());
+}
+
+HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant) {
+  Result result;
+  result.route = kind == ApiKind::kChat ? "/v1/chat/completions" : "/v1/completions";
+  OpenAiRequest q;
+  ApiError error;
+  if (!ParseOpenAiRequest(request.body, kind, &q, &error)) {
+    ctx_->CountRejected();  // the builder counts every refusal after decoding
+    result.reply = ErrorReply(error);
+    return result;
+  }
+  SubmittedRequests submitted;
+  if (!builder_.Submit(q, Caller{tenant, request.session_id}, &submitted, &error)) {
+    result.reply = ErrorReply(error);
+    return result;
+  }
+  Engine& engine = *ctx_->engine;
+  ResponseMeta meta;
+  meta.kind = kind;
+  meta.id = NextId(kind);
+  meta.created = UnixNow();
+  meta.model = ctx_->model_id;
+  meta.logprobs = q.logprobs;
+  meta.include_usage = q.stream && q.include_usage;
+  result.id = meta.id;
+  result.job = std::make_unique<GenerationJob>(&engine, &engine.model().tokenizer(), std::move(meta), q.stream, q.n,
+                                               std::move(submitted.streams), std::move(submitted.echo),
+                                               std::move(submitted.prompt_lengths));
+  return result;
+}
+
+void LogRequest(const RequestRecord& r) {
+  const spdlog::level::level_enum level = r.quiet ? spdlog::level::debug : spdlog::level::info;
+  const double ms = r.duration_s * 1e3;
+  if (r.job == nullptr) {
+    LogEvent(level, "request", {{"id", r.id}, {"method", r.method}, {"route", r.route}, {"status", r.status},
+                                {"client", r.remote}, {"duration_ms", ms}});
+    return;
+  }
+  const RequestUsage u = r.job->usage();
+  LogEvent(level, "request",
+           {{"id", r.id}, {"method", r.method}, {"route", r.route}, {"status", r.status}, {"client", r.remote},
+            {"prompt_tokens", u.prompt_tokens}, {"cached_tokens", u.cached_prompt_tokens},
+            {"completion_tokens", u.completion_tokens}, {"ttft_ms", u.time_to_first_token_s * 1e3},
+            {"duration_ms", ms}, {"client_gone", r.client_gone ? "yes" : "no"}});
+}
+
+}  // namespace kvserve

@@ -1,0 +1,403 @@
+// OpenAI request decoding with nlohmann::json: type checks per field, then plain values.
+#include "server/http/openai_codec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace kvserve {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads optional fields of one JSON object with type checks; the first error wins.
+class FieldReader {
+ public:
+  FieldReader(const json& object, ApiError* error) : object_(object), error_(error) {}
+
+  bool ok() const { return ok_; }
+
+  // The field, or nullptr when absent or null.
+  const json* Get(const char* name) const {
+    auto it = object_.find(name);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  bool Fail(const std::string& param, const std::string& message) {
+    if (ok_) *error_ = InvalidField(param, message);
+    ok_ = false;
+    return false;
+  }
+
+  void String(const char* name, std::string* out) {
+    if (const json* v = Get(name)) {
+      if (!v->is_string()) {
+        Fail(name, fmt::format("'{}' must be a string", name));
+        return;
+      }
+      *out = v->get<std::string>();
+    }
+  }
+
+  void Bool(const char* name, bool* out) {
+    if (const json* v = Get(name)) {
+      if (!v->is_boolean()) {
+        Fail(name, fmt::format("'{}' must be a boolean", name));
+        return;
+      }
+      *out = v->get<bool>();
+    }
+  }
+
+  void Float(const char* name, float* out) {
+    if (const json* v = Get(name)) {
+      if (!v->is_number()) {
+        Fail(name, fmt::format("'{}' must be a number", name));
+        return;
+      }
+      *out = v->get<float>();
+    }
+  }
+
+  // Integers in [lo, hi]; floats with an integral value (e.g. 16.0) are not integers.
+  template <typename T>
+  bool Int(const char* name, T* out, int64_t lo = std::numeric_limits<int32_t>::min(),
+           int64_t hi = std::numeric_limits<int32_t>::max()) {
+    const json* v = Get(name);
+    if (v == nullptr) return false;
+    if (!v->is_number_integer()) return Fail(name, fmt::format("'{}' must be an integer", name));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+      return Fail(name, fmt::format("'{}' must be at most {}", name, hi));
+    }
+    const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(v->get<uint64_t>()) : v->get<int64_t>();
+    if (x < lo || x > hi) return Fail(name, fmt::format("'{}' must be in [{}, {}]", name, lo, hi));
+    *out = static_cast<T>(x);
+    return true;
+  }
+
+ private:
+  const json& object_;
+  ApiError* error_;
+  bool ok_ = true;
+};
+
+// Deepest nesting of arrays and objects in `body` (strings skipped); stops counting once over
+// `limit`.
+int JsonDepth(std::string_view body, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+bool ParseObject(std::string_view body, json* out, ApiError* error) {
+  if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    *error = InvalidField("", fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth));
+    return false;
+  }
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    *error = InvalidField("", "the request body is not valid JSON");
+    return false;
+  }
+  if (!out->is_object()) {
+    *error = InvalidField("", "the request body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+// [int] within int32; `what` names the field in errors.
+bool TokenArray(const json& v, const std::string& what, std::vector<int32_t>* out, FieldReader* r) {
+  out->clear();
+  out->reserve(v.size());
+  for (const json& t : v) {
+    if (!t.is_number_integer()) return r->Fail(what, fmt::format("'{}' must contain only integers", what));
+    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                              : t.get<int64_t>();
+    if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
+      return r->Fail(what, fmt::format("token id {} in '{}' is out of range", id, what));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return true;
+}
+
+bool ParsePrompt(const json& p, std::vector<PromptInput>* prompts, FieldReader* r) {
+  constexpr char kType[] = "'prompt' must be a string, an array of token ids, an array of strings or an array of "
+                           "arrays of token ids";
+  if (p.is_string()) {
+    prompts->push_back({false, p.get<std::string>(), {}});
+    return true;
+  }
+  if (!p.is_array()) return r->Fail("prompt", kType);
+  if (p.empty()) return r->Fail("prompt", "'prompt' must not be empty");
+  if (p.front().is_number_integer()) {
+    PromptInput in;
+    in.is_tokens = true;
+    if (!TokenArray(p, "prompt", &in.tokens, r)) return false;
+    prompts->push_back(std::move(in));
+    return true;
+  }
+  if (static_cast<int>(p.size()) > kMaxBatchPrompts) {
+    return r->Fail("prompt", fmt::format("at most {} prompts per request", kMaxBatchPrompts));
+  }
+  for (const json& e : p) {
+    if (e.is_string()) {
+      prompts->push_back({false, e.get<std::string>(), {}});
+    } else if (e.is_array()) {
+      PromptInput in;
+      in.is_tokens = true;
+      if (!TokenArray(e, "prompt", &in.tokens, r)) return false;
+      prompts->push_back(std::move(in));
+    } else {
+      return r->Fail("prompt", kType);
+    }
+  }
+  return true;
+}
+
+bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReader* r) {
+  if (!m.is_array()) return r->Fail("messages", "'messages' must be an array");
+  if (m.empty()) return r->Fail("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!msg.is_object()) return r->Fail(where, fmt::format("'{}' must be an object", where));
+    ChatMessage out;
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string()) {
+      return r->Fail(where + ".role", fmt::format("'{}.role' must be a string", where));
+    }
+    out.role = role->get<std::string>();
+    if (out.role == "developer") out.role = "system";
+    if (out.role != "system" && out.role != "user" && out.role != "assistant") {
+      return r->Fail(where + ".role", fmt::format("'{}.role' must be one of system, user, assistant (got '{}')",
+                                                  where, out.role));
+    }
+    auto content = msg.find("content");
+    if (content == msg.end() || content->is_null()) {
+      out.content.clear();  // e.g. an assistant turn that only called tools
+    } else if (content->is_string()) {
+      out.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (size_t k = 0; k < content->size(); ++k) {
+        const json& part = (*content)[k];
+        const std::string pw = fmt::format("{}.content[{}]", where, k);
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || !type->is_string()) {
+          return r->Fail(pw, fmt::format("'{}' must be an object with a 'type'", pw));
+        }
+        if (type->get<std::string>() != "text") {
+          return r->Fail(pw + ".type", fmt::format("only 'text' content parts are supported (got '{}')",
+                                                   type->get<std::string>()));
+        }
+        auto text = part.find("text");
+        if (text == part.end() || !text->is_string()) {
+          return r->Fail(pw + ".text", fmt::format("'{}.text' must be a string", pw));
+        }
+        out.content += text->get<std::string>();
+      }
+    } else {
+      return r->Fail(where + ".content", fmt::format("'{}.content' must be a string or an array of parts", where));
+    }
+    messages->push_back(std::move(out));
+  }
+  return true;
+}
+
+bool ParseStop(const json& s, std::vector<std::string>* stop, FieldReader* r) {
+  if (s.is_string()) {
+    stop->push_back(s.get<std::string>());
+    return true;
+  }
+  if (!s.is_array()) return r->Fail("stop", "'stop' must be a string or an array of strings");
+  for (const json& e : s) {
+    if (!e.is_string()) return r->Fail("stop", "'stop' must be a string or an array of strings");
+    stop->push_back(e.get<std::string>());
+  }
+  return true;
+}
+
+// Parameters kvserve does not implement: refused with 400 naming them, never ignored.
+void RefuseUnsupported(FieldReader* r) {
+  if (const json* v = r->Get("best_of"); v != nullptr && !(v->is_number_integer() && v->get<int64_t>() <= 1)) {
+    r->Fail("best_of", "'best_of' > 1 is not supported (use n, or sample several times)");
+  }
+  if (const json* v = r->Get("suffix"); v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
+    r->Fail("suffix", "'suffix' (insertion) is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = r->Get(name); v != nullptr && !(v->is_array() && v->empty())) {
+      r->Fail(name, fmt::format("'{}' (function calling) is not supported", name));
+    }
+  }
+  if (const json* v = r->Get("tool_choice"); v != nullptr && *v != "none") {
+    r->Fail("tool_choice", "'tool_choice' other than \"none\" is not supported");
+  }
+  if (r->Get("function_call") != nullptr) r->Fail("function_call", "'function_call' is not supported");
+  if (const json* v = r->Get("response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) r->Fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+  }
+}
+
+bool ParseLogitBias(const json& b, std::vector<std::pair<int32_t, float>>* bias, FieldReader* r) {
+  if (!b.is_object()) return r->Fail("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    bool digits = !key.empty() && key.size() <= 10;
+    for (char c : key) digits = digits && c >= '0' && c <= '9';
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      return r->Fail("logit_bias", fmt::format("'logit_bias' keys must be token ids (got '{}')", key));
+    }
+    if (!it.value().is_number()) return r->Fail("logit_bias", "'logit_bias' values must be numbers");
+    bias->emplace_back(static_cast<int32_t>(id), it.value().get<float>());
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out, ApiError* error) {
+  json j;
+  if (!ParseObject(body, &j, error)) return false;
+  FieldReader r(j, error);
+  OpenAiRequest& q = *out;
+  q.kind = kind;
+  SamplingParams& s = q.sampling;
+
+  r.String("model", &q.model);  // absent: the served model
+  RefuseUnsupported(&r);
+  if (kind == ApiKind::kCompletion) {
+    const json* p = r.Get("prompt");
+    if (p == nullptr) {
+      r.Fail("prompt", "you must provide a prompt");
+    } else {
+      ParsePrompt(*p, &q.prompts, &r);
+    }
+    r.Bool("echo", &q.echo);
+    int logprobs = 0;
+    if (r.Int("logprobs", &logprobs, 0, SamplingParams::kMaxLogprobs)) {
+      q.logprobs = true;
+      s.logprobs = logprobs;
+    }
+  } else {
+    const json* m = r.Get("messages");
+    if (m == nullptr) {
+      r.Fail("messages", "you must provide messages");
+    } else {
+      ParseMessages(*m, &q.messages, &r);
+    }
+    r.Bool("logprobs", &q.logprobs);
+    int top = 0;
+    const bool has_top = r.Int("top_logprobs", &top, 0, SamplingParams::kMaxLogprobs);
+    if (has_top && !q.logprobs && r.ok()) r.Fail("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    if (q.logprobs) s.logprobs = top;
+  }
+
+  int max_tokens = 0;
+  if (r.Int("max_tokens", &max_tokens, 0)) q.max_tokens = max_tokens;
+  if (kind == ApiKind::kChat && r.Int("max_completion_tokens", &max_tokens, 0)) q.max_tokens = max_tokens;
+  r.Float("temperature", &s.temperature);
+  r.Float("top_p", &s.top_p);
+  r.Int("top_k", &s.top_k, -1);
+  r.Float("min_p", &s.min_p);
+  r.Float("presence_penalty", &s.presence_penalty);
+  r.Float("frequency_penalty", &s.frequency_penalty);
+  r.Float("repetition_penalty", &s.repetition_penalty);
+  r.Int("min_tokens", &s.min_tokens, 0);
+  r.Int("n", &q.n, 1, kMaxChoices);
+  int64_t seed = 0;
+  if (r.Int("seed", &seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    s.seed = static_cast<uint64_t>(seed);
+  }
+  if (const json* stop = r.Get("stop")) ParseStop(*stop, &s.stop, &r);
+  if (const json* ids = r.Get("stop_token_ids")) {
+    if (!ids->is_array()) {
+      r.Fail("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    } else {
+      TokenArray(*ids, "stop_token_ids", &s.stop_token_ids, &r);
+    }
+  }
+  if (const json* bias = r.Get("logit_bias")) ParseLogitBias(*bias, &s.logit_bias, &r);
+  r.Bool("ignore_eos", &s.ignore_eos);
+  r.Bool("stream", &q.stream);
+  if (const json* so = r.Get("stream_options")) {
+    if (!so->is_object()) {
+      r.Fail("stream_options", "'stream_options' must be an object");
+    } else {
+      auto iu = so->find("include_usage");
+      if (iu != so->end() && !iu->is_null()) {
+        if (!iu->is_boolean()) {
+          r.Fail("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+        } else {
+          q.include_usage = iu->get<bool>();
+        }
+      }
+    }
+  }
+  r.String("user", &q.user);
+  r.String("session_id", &q.session_id);
+  r.String("cache_salt", &q.cache_salt);
+  r.Int("priority", &q.priority);
+  return r.ok();
+}
+
+bool ParseTokenizeRequest(std::string_view body, TokenizeRequest* out, ApiError* error) {
+  json j;
+  if (!ParseObject(body, &j, error)) return false;
+  FieldReader r(j, error);
+  r.String("model", &out->model);
+  if (const json* m = r.Get("messages")) {
+    ParseMessages(*m, &out->messages, &r);
+    r.Bool("add_generation_prompt", &out->add_generation_prompt);
+    return r.ok();
+  }
+  const char* field = r.Get("prompt") != nullptr ? "prompt" : "text";
+  const json* text = r.Get(field);
+  if (text == nullptr) {
+    *error = InvalidField("prompt", "you must provide 'prompt' (or 'text')");
+    return false;
+  }
+  r.String(field, &out->text);
+  r.Bool("add_special_tokens", &out->add_special_tokens);
+  return r.ok();
+}
+
+bool ParseDetokenizeRequest(std::string_view body, std::vector<int32_t>* tokens, ApiError* error) {
+  json j;
+  if (!ParseObject(body, &j, error)) return false;
+  FieldReader r(j, error);
+  const json* t = r.Get("tokens");
+  if (t == nullptr || !t->is_array()) {
+    *error = InvalidField("tokens", "'tokens' must be an array of token ids");
+    return false;
+  }
+  TokenArray(*t, "tokens", tokens, &r);
+  return r.ok();
+}
+
+}  // namespace kvserve

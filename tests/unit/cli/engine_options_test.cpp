@@ -1,0 +1,138 @@
+// Engine flags -> EngineConfig: KV pool sizing, max model length, layered precision, errors.
+#include "cli/engine_options.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "tests/unit/engine/engine_test_util.h"
+
+namespace kvserve {
+namespace {
+
+class EngineOptionsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = testing::Stories(); }
+  static void TearDownTestSuite() { model_.reset(); }
+  static std::shared_ptr<const Model> model_;
+};
+std::shared_ptr<const Model> EngineOptionsTest::model_;
+
+TEST_F(EngineOptionsTest, DefaultPoolHoldsMaxNumSeqsFullSequences) {
+  EngineFlags f;
+  f.max_num_seqs = 4;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // stories260K: context 2048 = 128 blocks of 16 per sequence.
+  EXPECT_EQ(plan->config.num_blocks, 4 * 128);
+  EXPECT_EQ(plan->config.max_model_len, 2048);
+  EXPECT_EQ(plan->kv_bytes, static_cast<uint64_t>(plan->config.num_blocks) * plan->block_bytes);
+  EXPECT_EQ(plan->config.max_num_seqs, 4);
+  EXPECT_TRUE(plan->config.enable_prefix_caching);
+}
+
+TEST_F(EngineOptionsTest, MemoryFlagSizesThePoolAndCapsTheLength) {
+  EngineFlags f;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  const size_t block = plan->block_bytes;
+  f.kv_cache_memory = block * 10 + block / 2;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->config.num_blocks, 10);
+  EXPECT_EQ(plan->config.max_model_len, 160);  // a sequence never outgrows the pool
+
+  f.kv_cache_memory = block;  // one block is not a pool
+  EXPECT_EQ(PlanEngine(f, *model_).status().code(), StatusCode::kInvalidArgument);
+}
+
+EngineFlags Int8Keeping(std::string keep) {
+  EngineFlags f;
+  f.kv_dtype = "int8";
+  f.kv_keep = std::move(keep);
+  return f;
+}
+
+TEST_F(EngineOptionsTest, KvKeepAndFlagErrors) {
+  StatusOr<EnginePlan> plan = PlanEngine(Int8Keeping("0,4:1"), *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->config.kv.keep.size(), 2u);
+  EXPECT_EQ(plan->config.kv.keep[0].layer, 0);
+  EXPECT_EQ(plan->config.kv.keep[0].head, -1);
+  EXPECT_EQ(plan->config.kv.keep[1].layer, 4);
+  EXPECT_EQ(plan->config.kv.keep[1].head, 1);
+
+  EXPECT_EQ(PlanEngine(Int8Keeping("x"), *model_).status().code(), StatusCode::kInvalidArgument);
+  // stories260K has 5 layers.
+  EXPECT_EQ(PlanEngine(Int8Keeping("9"), *model_).status().code(), StatusCode::kInvalidArgument);
+
+  EngineFlags swap;
+  swap.preempt = "swap";
+  EXPECT_EQ(PlanEngine(swap, *model_).status().code(), StatusCode::kInvalidArgument);
+  swap.host_offload_memory = 1 << 20;
+  plan = PlanEngine(swap, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->config.preempt_by_swap);
+  EXPECT_GT(plan->config.num_host_blocks, 0);
+}
+
+TEST_F(EngineOptionsTest, DeviceIsResolved) {
+  EngineFlags f;
+  f.device = "cpu";
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->device, "cpu");
+  f.device = "auto";
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->device, CudaDeviceAvailable() ? "cuda" : "cpu");
+  if (!CudaDeviceAvailable()) {
+    // Asking for CUDA where there is none names the reason instead of falling back silently.
+    f.device = "cuda";
+    plan = PlanEngine(f, *model_);
+    EXPECT_EQ(plan.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(plan.status().message().find(CudaUnavailableReason()), std::string::npos) << plan.status().message();
+  }
+}
+
+TEST_F(EngineOptionsTest, CreateEngineServes) {
+  EngineFlags f;
+  f.device = "cpu";
+  f.max_num_seqs = 2;
+  f.threads = 1;
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model_);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  testing::RunResult r = testing::RunRequest(**engine, testing::Greedy({1, 400}, 4));
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.choices[0].tokens.size(), 4u);
+  (*engine)->Stop();
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+TEST(ParseKvKeepTest, AcceptsLayersHeadsAndBareForms) {
+  auto layers = ParseKvKeep("layers=0,1,31");
+  ASSERT_TRUE(layers.ok());
+  ASSERT_EQ(layers->size(), 3u);
+  EXPECT_EQ((*layers)[2].layer, 31);
+  EXPECT_EQ((*layers)[2].head, -1);
+  auto heads = ParseKvKeep("heads=0:2,5:1");
+  ASSERT_TRUE(heads.ok());
+  ASSERT_EQ(heads->size(), 2u);
+  EXPECT_EQ((*heads)[1].layer, 5);
+  EXPECT_EQ((*heads)[1].head, 1);
+  auto bare = ParseKvKeep("0,3:1");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ((*bare)[1].head, 1);
+  EXPECT_EQ(ParseKvKeep("heads=3").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseKvKeep("layers=x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ParseKvKeep("").ok());
+}
+
+}  // namespace
+}  // namespace kvserve
