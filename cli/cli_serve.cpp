@@ -34,7 +34,9 @@
 #include "engine/model/synthetic.h"
 #include "cli/cli.h"
 #include "cli/engine_options.h"
-#include "server/api/front_ends.h"
+#include "server/http/http_server.h"
+#include "server/grpc/grpc_server.h"
+#include "server/api/metrics.h"
 
 namespace kvserve::cli {
 namespace {

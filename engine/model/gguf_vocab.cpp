@@ -1,5 +1,4 @@
-// Vocab <-> GGUF tokenizer.* metadata, and the checks every Vocab passes before a Tokenizer is
-// built from it. Pure functions; thread-safe.
+// Vocab <-> GGUF tokenizer.* metadata. Pure functions; thread-safe.
 //
 // Defaults for absent keys follow llama.cpp: add_bos_token is true for "llama" and for BPE
 // pre-tokenizers whose convention adds BOS (llama3, tekken, chameleon), false otherwise;
@@ -8,27 +7,15 @@
 #include <limits>
 #include <string>
 
-#include "engine/tokenizer/bpe_pretokenizer.h"
+#include "engine/model/gguf_vocab.h"
+
 #include "engine/model/gguf.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/bpe_pretokenizer.h"
 
 namespace kvserve {
 namespace {
 
-constexpr std::string_view kModel = "tokenizer.ggml.model";
-constexpr std::string_view kPre = "tokenizer.ggml.pre";
-constexpr std::string_view kTokens = "tokenizer.ggml.tokens";
-constexpr std::string_view kScores = "tokenizer.ggml.scores";
-constexpr std::string_view kTokenType = "tokenizer.ggml.token_type";
-constexpr std::string_view kMerges = "tokenizer.ggml.merges";
-constexpr std::string_view kBos = "tokenizer.ggml.bos_token_id";
-constexpr std::string_view kEos = "tokenizer.ggml.eos_token_id";
-constexpr std::string_view kUnk = "tokenizer.ggml.unknown_token_id";
-constexpr std::string_view kPad = "tokenizer.ggml.padding_token_id";
-constexpr std::string_view kAddBos = "tokenizer.ggml.add_bos_token";
-constexpr std::string_view kAddEos = "tokenizer.ggml.add_eos_token";
-constexpr std::string_view kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
-constexpr std::string_view kChatTemplate = "tokenizer.chat_template";
+using namespace vocab_key;  // NOLINT: the key names
 
 constexpr int kMaxTokenType = static_cast<int>(TokenType::kByte);
 
@@ -94,41 +81,7 @@ Status ReadTokenId(const GgufFile& file, std::string_view key, size_t num_tokens
   return OkStatus();
 }
 
-Status CheckId(std::string_view key, int32_t id, size_t num_tokens) {
-  if (id == -1 || (id >= 0 && static_cast<size_t>(id) < num_tokens)) return OkStatus();
-  return KeyError(key, "token id " + std::to_string(id) + " is out of range for " +
-                           std::to_string(num_tokens) + " tokens");
-}
-
 }  // namespace
-
-Status ValidateVocab(const Vocab& vocab) {
-  const size_t n = vocab.tokens.size();
-  if (n == 0) return KeyError(kTokens, "the vocabulary is empty");
-  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return KeyError(kTokens, "too many tokens");
-  }
-  if (!vocab.scores.empty() && vocab.scores.size() != n) {
-    return KeyError(kScores, "has " + std::to_string(vocab.scores.size()) + " entries but " +
-                                 std::string(kTokens) + " has " + std::to_string(n));
-  }
-  if (!vocab.types.empty() && vocab.types.size() != n) {
-    return KeyError(kTokenType, "has " + std::to_string(vocab.types.size()) + " entries but " +
-                                    std::string(kTokens) + " has " + std::to_string(n));
-  }
-  for (size_t i = 0; i < vocab.types.size(); ++i) {
-    const int type = static_cast<int>(vocab.types[i]);
-    if (type < 0 || type > kMaxTokenType) {
-      return KeyError(kTokenType, "token " + std::to_string(i) + " has type " +
-                                      std::to_string(type) + " (expected 0..6)");
-    }
-  }
-  RETURN_IF_ERROR(CheckId(kBos, vocab.bos_id, n));
-  RETURN_IF_ERROR(CheckId(kEos, vocab.eos_id, n));
-  RETURN_IF_ERROR(CheckId(kUnk, vocab.unk_id, n));
-  RETURN_IF_ERROR(CheckId(kPad, vocab.pad_id, n));
-  return OkStatus();
-}
 
 StatusOr<Vocab> LoadVocab(const GgufFile& file) {
   Vocab vocab;

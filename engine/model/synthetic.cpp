@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
 #include "engine/model/weights.h"
 
 namespace kvserve {

@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
 #include "engine/model/synthetic.h"
 
 namespace kvserve {

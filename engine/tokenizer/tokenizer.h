@@ -1,4 +1,4 @@
-// Tokenizer: text <-> token ids from the vocabulary stored in a GGUF file.
+// Tokenizer: text <-> token ids from a Vocab (read from a GGUF file by engine/model/gguf_vocab.h).
 //
 // Two algorithms, chosen by `tokenizer.ggml.model`:
 //   "llama" — SentencePiece-style: leading space, spaces as U+2581, greedy merges by piece
@@ -19,49 +19,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/tokenizer/vocab.h"
 
 namespace kvserve {
-
-class GgufFile;
-
-enum class TokenType : int32_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
-
-// Everything a tokenizer needs, as read from GGUF metadata (or built for synthetic models).
-struct Vocab {
-  std::string model = "llama";  // tokenizer.ggml.model
-  std::string pre;              // tokenizer.ggml.pre (BPE pre-tokenizer name)
-  std::vector<std::string> tokens;
-  std::vector<float> scores;    // SentencePiece; may be empty for BPE
-  std::vector<TokenType> types; // empty means all normal
-  std::vector<std::string> merges;  // BPE: "left right", rank = index
-  int32_t bos_id = -1;
-  int32_t eos_id = -1;
-  int32_t unk_id = -1;
-  int32_t pad_id = -1;
-  bool add_bos = true;          // tokenizer.ggml.add_bos_token (default: true for llama)
-  bool add_eos = false;
-  bool add_space_prefix = true; // tokenizer.ggml.add_space_prefix (SentencePiece)
-  std::string chat_template;    // tokenizer.chat_template, may be empty
-};
-
-// Reads the tokenizer.* keys. INVALID_ARGUMENT names the key that is missing or malformed
-// (e.g. scores of a different length than tokens, ids out of range).
-[[nodiscard]] StatusOr<Vocab> LoadVocab(const GgufFile& file);
-// Writes `vocab` as tokenizer.* keys (used by mkmodel).
-class GgufWriter;
-void AddVocabToGguf(const Vocab& vocab, GgufWriter* writer);
-// Checks the invariants LoadVocab and Tokenizer::Create rely on: a non-empty token list,
-// scores/types empty or one per token, token types in range, special ids -1 or a valid index.
-// INVALID_ARGUMENT names the tokenizer.* key at fault.
-[[nodiscard]] Status ValidateVocab(const Vocab& vocab);
 
 // Byte range [begin, end) of a text.
 struct TextRange {

@@ -52,4 +52,6 @@ int GrpcCodeFor(StatusCode code) {
   return 2;  // UNKNOWN
 }
 
+int ApiError::HttpStatus() const { return http_status != 0 ? http_status : HttpStatusFor(status.code()); }
+
 }  // namespace kvserve

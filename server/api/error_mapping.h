@@ -1,7 +1,10 @@
-// The one place where Status codes become HTTP statuses, OpenAI error types and gRPC codes.
+// The one place where Status codes become HTTP statuses, OpenAI error types and gRPC codes,
+// and ApiError: an error as a front end reports it (both front ends build them through
+// RequestBuilder).
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 
@@ -13,5 +16,22 @@ int HttpStatusFor(StatusCode code);
 const char* OpenAiErrorTypeFor(StatusCode code);
 // grpc::StatusCode as int (kept free of gRPC headers so HTTP code need not include them).
 int GrpcCodeFor(StatusCode code);
+
+// An error as the client will see it: {"error":{"message","type","param","code"}}.
+// The HTTP status and the OpenAI type come from `status.code()` via HttpStatusFor,
+// except for protocol errors that have no Status equivalent (405, 413, 431), which set
+// `http_status`.
+struct ApiError {
+  Status status;
+  std::string param;    // the offending request field, or "" (JSON null)
+  std::string code;     // OpenAI error code ("model_not_found", ...), or "" (JSON null)
+  int http_status = 0;  // 0: HttpStatusFor(status.code())
+
+  int HttpStatus() const;
+};
+
+inline ApiError InvalidField(std::string param, std::string message) {
+  return ApiError{InvalidArgumentError(std::move(message)), std::move(param), "", 0};
+}
 
 }  // namespace kvserve

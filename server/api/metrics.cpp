@@ -24,7 +24,6 @@
 #include <utility>
 
 #include "cache/kv_spec.h"
-#include "server/api/front_ends.h"
 
 namespace kvserve {
 namespace {

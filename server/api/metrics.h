@@ -7,7 +7,7 @@
 // so counters are exactly the engine's. Names are listed in metrics.cpp (issue 5 item 8).
 //
 // prometheus-cpp 1.0.1's Registry only holds its own Family<> types, so the collector is not
-// added to ctx.registry: SerializeMetrics (front_ends.h) serialises the registry's families
+// added to ctx.registry: SerializeMetrics serialises the registry's families
 // (anything else a front end registers there) followed by the collector's.
 //
 // Thread-safe: collection only reads atomics and a stats snapshot.
@@ -16,6 +16,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include <string>
 #include <vector>
 
 #include "server/api/server_context.h"
@@ -31,5 +32,10 @@ class EngineMetricsCollector : public prometheus::Collectable {
  private:
   const ServerContext* ctx_;
 };
+
+// Registers kvserve's metrics (fed from Engine::GetStats at scrape time) in ctx.registry.
+void RegisterMetrics(ServerContext* ctx);
+// Text exposition of ctx.registry (the body of GET /metrics).
+std::string SerializeMetrics(const ServerContext& ctx);
 
 }  // namespace kvserve

@@ -35,7 +35,7 @@
 
 #include "engine/engine.h"
 #include "engine/tokenizer/chat_template.h"
-#include "server/http/http_types.h"
+#include "server/api/error_mapping.h"
 #include "server/api/server_context.h"
 
 namespace kvserve {

@@ -1,4 +1,4 @@
-// GrpcServer (front_ends.h): kvserve.v1.Generation on gRPC's callback API, the standard
+// GrpcServer (grpc_server.h): kvserve.v1.Generation on gRPC's callback API, the standard
 // grpc.health.v1 service and server reflection.
 //
 // The Generation methods that take strings are gRPC "raw" methods: they receive the request
@@ -37,7 +37,7 @@
 #include "cache/kv_spec.h"
 #include "common/log.h"
 #include "server/api/auth.h"
-#include "server/api/front_ends.h"
+#include "server/grpc/grpc_server.h"
 #include "server/grpc/grpc_convert.h"
 #include "server/grpc/grpc_reactors.h"
 #include "server/api/session_header.h"

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "common/log.h"
-#include "server/api/front_ends.h"
+#include "server/api/metrics.h"
 
 namespace kvserve {
 namespace {

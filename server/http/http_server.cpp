@@ -37,7 +37,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
-#include "server/api/front_ends.h"
+#include "server/http/http_server.h"
 #include "server/http/http_router.h"
 #include "server/http/openai_format.h"
 #include "server/api/session_header.h"

@@ -1,13 +1,13 @@
 // Plain values passed between the Beast connection code (http_server.cpp) and the Beast-free
-// route handlers (http_router, http_generation, openai_*): a parsed request, a complete
-// reply, and an API error before it becomes an OpenAI-style error body.
+// route handlers (http_router, http_generation, openai_*): a parsed request and a complete
+// reply. (ApiError, an error before it becomes an OpenAI-style body, is in api/error_mapping.h.)
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "server/api/error_mapping.h"  // ApiError
 
 namespace kvserve {
 
@@ -26,22 +26,5 @@ struct HttpReply {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra: Retry-After, Allow, ...
 };
-
-// An error as the client will see it: {"error":{"message","type","param","code"}}.
-// The HTTP status and the OpenAI type come from `status.code()` via server/error_mapping,
-// except for protocol errors that have no Status equivalent (405, 413, 431), which set
-// `http_status`.
-struct ApiError {
-  Status status;
-  std::string param;    // the offending request field, or "" (JSON null)
-  std::string code;     // OpenAI error code ("model_not_found", ...), or "" (JSON null)
-  int http_status = 0;  // 0: HttpStatusFor(status.code())
-
-  int HttpStatus() const;
-};
-
-inline ApiError InvalidField(std::string param, std::string message) {
-  return ApiError{InvalidArgumentError(std::move(message)), std::move(param), "", 0};
-}
 
 }  // namespace kvserve

@@ -108,8 +108,6 @@ json ErrorJson(const ApiError& e) {
 
 }  // namespace
 
-int ApiError::HttpStatus() const { return http_status != 0 ? http_status : HttpStatusFor(status.code()); }
-
 std::string FinishReasonString(FinishReason reason) { return std::string(FinishReasonName(reason)); }
 
 std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResult> choices,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
 #include "engine/model/weights.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"
 

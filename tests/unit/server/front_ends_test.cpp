@@ -20,7 +20,9 @@
 
 #include "generation.grpc.pb.h"
 #include "server/api/auth.h"
-#include "server/api/front_ends.h"
+#include "server/http/http_server.h"
+#include "server/grpc/grpc_server.h"
+#include "server/api/metrics.h"
 #include "server/grpc/grpc_convert.h"
 #include "server/http/http_router.h"
 #include "server/api/request_builder.h"

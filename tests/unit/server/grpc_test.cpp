@@ -21,7 +21,8 @@
 #include <gtest/gtest.h>
 
 #include "generation.grpc.pb.h"
-#include "server/api/front_ends.h"
+#include "server/grpc/grpc_server.h"
+#include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

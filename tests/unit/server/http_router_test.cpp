@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/api/front_ends.h"
+#include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {

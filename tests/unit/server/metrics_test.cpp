@@ -14,7 +14,6 @@
 
 #include <gtest/gtest.h>
 
-#include "server/api/front_ends.h"
 #include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 

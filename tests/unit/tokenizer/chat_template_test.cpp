@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/model/gguf_vocab.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/model/gguf.h"
 #include "engine/tokenizer/tokenizer.h"

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/test_paths.h"
 
