@@ -2,7 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <ctime>
+
 namespace kvserve {
+
+int64_t Profiler::ThreadCpuNanos() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 const char* ProfileOpName(ProfileOp op) {
   switch (op) {

@@ -81,6 +81,28 @@ class Profiler {
     std::chrono::steady_clock::time_point start_;
   };
 
+  // Adds this thread's CPU time between construction and destruction to `op`. CPU time, not
+  // wall time: an I/O thread may wait for a core that the forward pass holds, and that wait
+  // is not work this thread does.
+  class ThreadCpuScope {
+   public:
+    ThreadCpuScope(Profiler* p, ProfileOp op) : p_(p && p->enabled() ? p : nullptr), op_(op) {
+      if (p_) start_ = ThreadCpuNanos();
+    }
+    ~ThreadCpuScope() {
+      if (p_) p_->Add(op_, ThreadCpuNanos() - start_);
+    }
+    ThreadCpuScope(const ThreadCpuScope&) = delete;
+    ThreadCpuScope& operator=(const ThreadCpuScope&) = delete;
+
+   private:
+    Profiler* p_;
+    ProfileOp op_;
+    int64_t start_ = 0;
+  };
+  // CPU time the calling thread has used, in nanoseconds.
+  static int64_t ThreadCpuNanos();
+
  private:
   const bool enabled_;
   std::array<std::atomic<int64_t>, static_cast<int>(ProfileOp::kCount)> ns_{};

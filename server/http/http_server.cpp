@@ -31,13 +31,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <ctime>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "common/log.h"
 #include "server/http/http_server.h"
+#include "server/http/http_framing.h"
 #include "server/http/http_router.h"
 #include "server/http/openai_format.h"
 #include "server/api/session_header.h"
@@ -58,73 +58,9 @@ constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr auto kStopDeadline = std::chrono::seconds(5);
 constexpr int kMaxPendingWork = 256;                  // POST requests queued for the workers
 
-// A request whose framing is ambiguous must be refused and its connection closed (RFC 9112
-// 6.1, 6.3, 3.2): otherwise its body could be read as the next request (smuggling). Returns
-// the status (400, or 501 for a transfer coding kvserve does not implement) and a message.
-std::optional<std::pair<int, std::string>> FramingError(const http::request_header<>& req) {
-  const unsigned version = req.version();
-  if (version >= 11 && req.count(http::field::host) != 1) {
-    return std::pair{400, std::string("an HTTP/1.1 request needs exactly one Host header")};
-  }
-  const size_t te_lines = req.count(http::field::transfer_encoding);
-  if (te_lines == 0) return std::nullopt;
-  if (version < 11) return std::pair{400, std::string("Transfer-Encoding in an HTTP/1.0 request")};
-  if (te_lines > 1) return std::pair{400, std::string("more than one Transfer-Encoding header")};
-  if (req.count(http::field::content_length) > 0) {
-    return std::pair{400, std::string("both Transfer-Encoding and Content-Length")};
-  }
-  // The codings, in order; only exactly "chunked" is accepted.
-  std::vector<std::string> codings;
-  const beast::string_view field = req[http::field::transfer_encoding];
-  const std::string_view value(field.data(), field.size());
-  for (size_t pos = 0; pos <= value.size();) {
-    size_t comma = value.find(',', pos);
-    if (comma == std::string_view::npos) comma = value.size();
-    std::string_view item = value.substr(pos, comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    std::string lower(item);
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    codings.push_back(std::move(lower));
-    pos = comma + 1;
-  }
-  if (codings.back() != "chunked") {
-    return std::pair{400, std::string("the last Transfer-Encoding must be chunked")};
-  }
-  if (codings.size() > 1) {
-    return std::pair{501, std::string("Transfer-Encoding other than chunked is not supported")};
-  }
-  return std::nullopt;
-}
-
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
-
-// Adds this thread's CPU time between construction and destruction to `op`. CPU time, not
-// wall time: an I/O thread may wait for a core that the forward pass holds, and that wait is
-// not work this thread does.
-class ThreadCpuProfileScope {
- public:
-  ThreadCpuProfileScope(Profiler* p, ProfileOp op) : p_(p && p->enabled() ? p : nullptr), op_(op) {
-    if (p_) start_ = Now();
-  }
-  ~ThreadCpuProfileScope() {
-    if (p_) p_->Add(op_, Now() - start_);
-  }
-  ThreadCpuProfileScope(const ThreadCpuProfileScope&) = delete;
-  ThreadCpuProfileScope& operator=(const ThreadCpuProfileScope&) = delete;
-
- private:
-  static int64_t Now() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-  }
-  Profiler* p_;
-  ProfileOp op_;
-  int64_t start_ = 0;
-};
 
 class Connection;
 
@@ -167,7 +103,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnJobOutput() {
     if (!job_ || state_ != State::kResponding) return;
     // --profile: formatting the SSE chunks and starting their write (the send happens here).
-    ThreadCpuProfileScope profile(shared_->ctx->profiler, ProfileOp::kNetworkWrite);
+    Profiler::ThreadCpuScope profile(shared_->ctx->profiler, ProfileOp::kNetworkWrite);
     GenerationJob::Output out = job_->Poll();
     if (out.reply) {
       WriteReply(std::move(*out.reply));
