@@ -24,7 +24,6 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 
 namespace kvserve {
@@ -38,12 +37,11 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const Model> model, EngineConfig config, int threads,
                                    Profiler* profiler = nullptr) {
   config.profiler = profiler;
-  CpuBackendOptions bo;
-  bo.limits.max_num_tokens = config.max_num_batched_tokens;
-  bo.limits.max_num_seqs = config.max_num_seqs;
-  bo.limits.max_logits = config.max_num_seqs;
-  bo.num_threads = threads;
-  auto engine = Engine::Create(config, model, std::make_unique<CpuBackend>(*model, bo));
+  BackendConfig backend_config = BackendConfigFor(config);
+  backend_config.num_threads = threads;
+  auto backend = CreateBackend(backend_config, *model);
+  CHECK(backend.ok()) << backend.status().ToString();
+  auto engine = Engine::Create(config, model, std::move(*backend));
   CHECK(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
 }

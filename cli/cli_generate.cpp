@@ -11,7 +11,6 @@
 #include <optional>
 
 #include "cache/kv_spec.h"
-#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "cli/cli.h"
 
@@ -151,13 +150,11 @@ int RunGenerate(const GenerateOptions& o) {
   // No sequence can outgrow the pool; saying so keeps the engine from warning about it.
   config.max_model_len = std::min(mc.context_length, *blocks * o.block_size);
 
-  CpuBackendOptions backend_options;
-  backend_options.num_threads = o.threads;
-  backend_options.limits.max_num_tokens = config.max_num_batched_tokens;
-  backend_options.limits.max_num_seqs = config.max_num_seqs;
-  backend_options.limits.max_logits = config.max_num_seqs;
-  StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(config, model, std::make_unique<CpuBackend>(*model, backend_options));
+  BackendConfig backend_config = BackendConfigFor(config);
+  backend_config.num_threads = o.threads;
+  StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_config, *model);
+  if (!backend.ok()) return ReportError(kCommand, backend.status().message(), kExitRuntimeError);
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config, model, std::move(*backend));
   if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
 
   StatusOr<std::shared_ptr<RequestStream>> stream = (*engine)->Submit(std::move(request));

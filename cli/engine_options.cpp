@@ -9,8 +9,7 @@
 #include <cstdint>
 
 #include "cache/capacity_planner.h"
-#include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/backend_factory.h"
 
 namespace kvserve {
 namespace {
@@ -148,10 +147,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   const ModelConfig& mc = model.config();
   EnginePlan plan;
   EngineConfig& c = plan.config;
-  if (f.device == "cuda" && !CudaDeviceAvailable()) {
-    return UnavailableError("--device cuda: " + CudaUnavailableReason());
-  }
-  plan.device = f.device == "cpu" || (f.device == "auto" && !CudaDeviceAvailable()) ? "cpu" : "cuda";
+  ASSIGN_OR_RETURN(plan.device, ResolveDevice(f.device));
   plan.kv_cache_memory = f.kv_cache_memory;
   plan.gpu_memory_utilization = f.gpu_memory_utilization;
   c.max_num_seqs = f.max_num_seqs;
@@ -210,32 +206,22 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(EnginePlan* plan, std::shared_ptr<const Model> model) {
   EngineConfig& c = plan->config;
-  BackendLimits limits;
-  limits.max_num_tokens = c.max_num_batched_tokens;
-  limits.max_num_seqs = c.max_num_seqs;
-  limits.max_logits = c.max_num_seqs;
-  if (plan->device == "cpu") {
-    CpuBackendOptions backend;
-    backend.num_threads = plan->num_threads;
-    backend.limits = limits;
-    auto cpu = std::make_unique<CpuBackend>(*model, backend);
-    return Engine::Create(c, std::move(model), std::move(cpu));
-  }
-  CudaBackendOptions options;
-  options.limits = limits;
-  options.max_model_len = plan->requested_max_model_len;
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cuda, CreateCudaBackend(*model, options));
-  // The pool: after the weights and scratch are on the device, so they count as used.
-  CudaKvBudget budget;
+  BackendConfig backend_config = BackendConfigFor(c, plan->device);
+  backend_config.num_threads = plan->num_threads;
+  backend_config.max_model_len = plan->requested_max_model_len;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_config, *model));
+  if (plan->device == "cpu") return Engine::Create(c, std::move(model), std::move(backend));
+  // The device pool: after the weights and scratch are on the device, so they count as used.
+  DeviceKvBudget budget;
   budget.gpu_memory_utilization = plan->gpu_memory_utilization;
   budget.kv_cache_bytes = static_cast<int64_t>(std::min<uint64_t>(plan->kv_cache_memory, INT64_MAX));
-  ASSIGN_OR_RETURN(const int blocks, PlanCudaKvBlocks(plan->block_bytes, budget));
+  ASSIGN_OR_RETURN(const int blocks, PlanDeviceKvBlocks(backend_config, plan->block_bytes, budget));
   if (blocks < 2) return ResourceExhaustedError("the GPU has room for fewer than 2 KV blocks");
   c.num_blocks = blocks;
   c.max_model_len = static_cast<int>(
       std::min<int64_t>(plan->requested_max_model_len, int64_t{blocks} * c.kv.block_size));
   plan->kv_bytes = static_cast<uint64_t>(blocks) * plan->block_bytes;
-  return Engine::Create(c, std::move(model), std::move(cuda));
+  return Engine::Create(c, std::move(model), std::move(backend));
 }
 
 }  // namespace kvserve

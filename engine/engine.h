@@ -12,11 +12,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "cache/kv_spec.h"
 #include "common/profiler.h"
 #include "common/status.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/model/weights.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -74,6 +76,16 @@ struct EngineConfig {
 };
 
 inline constexpr int kFaultAfterConsecutiveFailures = 3;
+
+// The backend an engine of `config` needs on `device` ("cpu" or "cuda"): its step budgets
+// become the backend's limits (CreateBackend).
+[[nodiscard]] inline BackendConfig BackendConfigFor(const EngineConfig& config, std::string device = "cpu") {
+  BackendConfig backend;
+  backend.device = std::move(device);
+  backend.max_num_batched_tokens = config.max_num_batched_tokens;
+  backend.max_num_seqs = config.max_num_seqs;
+  return backend;
+}
 
 class Engine {
  public:

@@ -4,6 +4,9 @@
 #        cli -> tools, server -> engine -> cache -> common
 #      with the engine's rooms below its core: engine/backend -> engine/model ->
 #      engine/tokenizer, and server/http, server/grpc -> server/api;
+#      and nothing outside engine/backend picks a concrete backend: engine/, server/, tools/
+#      and cli/ create backends through engine/backend/backend_factory.h, never including
+#      engine/backend/cpu/ or engine/backend/cuda/;
 #   2. no source file (.cpp .h .cu .cuh, tests and benchmarks included) is over 600 lines.
 # Prints each violation and exits 1 if there is any.
 #
@@ -27,7 +30,8 @@ allowed_for() {
     server/http/*) echo "server/http/ server/api/ engine/ cache/ common/" ;;
     server/grpc/*) echo "server/grpc/ server/api/ engine/ cache/ common/" ;;
     tools/*) echo "tools/ engine/ cache/ common/" ;;
-    *) echo "" ;;  # cli/, tests/, bench/, proto/: anything
+    cli/*) echo "cli/ server/ tools/ engine/ cache/ common/" ;;
+    *) echo "" ;;  # tests/, bench/, proto/: anything
   esac
 }
 
@@ -55,6 +59,13 @@ while IFS= read -r file; do
     case "$include" in
       common/* | cache/* | engine/* | server/* | tools/* | cli/* | tests/* | bench/*) ;;
       *) continue ;;  # generated (generation.pb.h) or system-style
+    esac
+    case "$file:$include" in
+      engine/backend/*) ;;
+      *:engine/backend/cpu/* | *:engine/backend/cuda/*)
+        echo "check-layout: $file:$line includes \"$include\": create backends with engine/backend/backend_factory.h"
+        violations=$((violations + 1))
+        continue ;;
     esac
     ok=0
     for prefix in $allowed; do

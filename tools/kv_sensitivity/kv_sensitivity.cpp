@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 #include <numeric>
 
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/backend_factory.h"
 
 namespace kvserve {
 namespace {
@@ -55,12 +55,12 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
   const int T = static_cast<int>(tokens.size());
   if (T == 0) return InvalidArgumentError("no tokens");
   const int num_blocks = (T + kBlock - 1) / kBlock;
-  CpuBackendOptions options;
-  options.limits.max_num_tokens = kChunk;
-  options.limits.max_logits = kChunk;
-  options.limits.max_num_seqs = 1;
-  CpuBackend backend(model, options);
-  RETURN_IF_ERROR(backend.InitKvCache(spec, num_blocks));
+  BackendConfig options;
+  options.max_num_batched_tokens = kChunk;
+  options.max_num_seqs = 1;
+  options.max_logits = kChunk;  // every position of a chunk is scored
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(options, model));
+  RETURN_IF_ERROR(backend->InitKvCache(spec, num_blocks));
   // One sequence in blocks 0..num_blocks-1, so slot == position.
   std::vector<int32_t> block_table(num_blocks);
   std::iota(block_table.begin(), block_table.end(), 0);
@@ -88,7 +88,7 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
     batch.block_tables = block_table;
     batch.max_blocks_per_seq = num_blocks;
     batch.logits_indices = logits_indices;
-    RETURN_IF_ERROR(backend.Forward(
+    RETURN_IF_ERROR(backend->Forward(
         batch, std::span(logits).subspan(static_cast<size_t>(start) * c.vocab_size, static_cast<size_t>(n) * c.vocab_size)));
   }
   return logits;

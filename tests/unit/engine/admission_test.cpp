@@ -238,12 +238,11 @@ TEST(AdmissionTest, AFailedBlockMovementFailsItsRequestsNotTheProcess) {
   config.chat_window_tokens = 48;
   config.chat_sink_tokens = 4;
   config.fault_cooldown_seconds = 0;
-  CpuBackendOptions bo;
-  bo.limits.max_num_tokens = config.max_num_batched_tokens;
-  bo.limits.max_num_seqs = config.max_num_seqs;
-  bo.limits.max_logits = config.max_num_seqs;
-  bo.num_threads = 1;
-  auto backend = std::make_unique<FailingMoves>(std::make_unique<CpuBackend>(*model, bo));
+  BackendConfig backend_config = BackendConfigFor(config);
+  backend_config.num_threads = 1;
+  auto cpu = CreateBackend(backend_config, *model);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto backend = std::make_unique<FailingMoves>(std::move(*cpu));
   FailingMoves* moves = backend.get();
   auto engine = Engine::Create(config, model, std::move(backend));
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();

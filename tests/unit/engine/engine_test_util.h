@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "tests/test_paths.h"
 
@@ -33,13 +32,11 @@ inline EngineConfig TestConfig(int num_blocks = 256) {
 }
 
 inline std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const Model> model, const EngineConfig& config) {
-  CpuBackendOptions bo;
-  bo.limits.max_num_tokens = config.max_num_batched_tokens;
-  bo.limits.max_num_seqs = config.max_num_seqs;
-  bo.limits.max_logits = config.max_num_seqs;
-  bo.num_threads = 1;
-  auto backend = std::make_unique<CpuBackend>(*model, bo);
-  auto engine = Engine::Create(config, model, std::move(backend));
+  BackendConfig backend_config = BackendConfigFor(config);
+  backend_config.num_threads = 1;
+  auto backend = CreateBackend(backend_config, *model);
+  EXPECT_TRUE(backend.ok()) << backend.status().ToString();
+  auto engine = Engine::Create(config, model, std::move(backend).value());
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
 }

@@ -1,0 +1,52 @@
+#include "engine/backend/backend_factory.h"
+
+#include "common/check.h"
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+
+namespace kvserve {
+
+BackendLimits LimitsFor(const BackendConfig& config) {
+  BackendLimits limits;
+  limits.max_num_tokens = config.max_num_batched_tokens;
+  limits.max_num_seqs = config.max_num_seqs;
+  limits.max_logits = config.max_logits > 0 ? config.max_logits : config.max_num_seqs;
+  return limits;
+}
+
+StatusOr<std::string> ResolveDevice(std::string_view requested) {
+  if (requested == "cpu") return std::string("cpu");
+  if (requested == "auto") return std::string(CudaDeviceAvailable() ? "cuda" : "cpu");
+  if (requested == "cuda") {
+    if (!CudaDeviceAvailable()) return UnavailableError("--device cuda: " + CudaUnavailableReason());
+    return std::string("cuda");
+  }
+  return InvalidArgumentError("unknown device '" + std::string(requested) + "' (cpu, cuda or auto)");
+}
+
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model) {
+  if (config.device == "cpu") {
+    CpuBackendOptions options;
+    options.limits = LimitsFor(config);
+    options.num_threads = config.num_threads;
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(model, options));
+  }
+  if (config.device == "cuda") {
+    CudaBackendOptions options;
+    options.limits = LimitsFor(config);
+    options.max_model_len = config.max_model_len;
+    return CreateCudaBackend(model, options);
+  }
+  return InvalidArgumentError("unknown device '" + config.device + "' (cpu or cuda)");
+}
+
+StatusOr<int> PlanDeviceKvBlocks(const BackendConfig& config, size_t block_bytes, const DeviceKvBudget& budget) {
+  CHECK(config.device == "cuda") << config.device;
+  CudaKvBudget cuda;
+  cuda.gpu_memory_utilization = budget.gpu_memory_utilization;
+  cuda.kv_cache_bytes = budget.kv_cache_bytes;
+  return PlanCudaKvBlocks(block_bytes, cuda);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,51 @@
+// The one place that picks and builds a backend. Everything above engine/backend (the engine,
+// the CLI, tools, benchmarks) creates backends here and never includes cpu/cpu_backend.h or
+// cuda/cuda_backend.h; the backend's limits are derived from the engine's budgets here once.
+//
+// Devices: "cpu" (always) and "cuda" (a build with CUDA and a usable device; a build without
+// it links a stub that answers UNAVAILABLE "built without CUDA"). Thread-safe functions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/weights.h"
+
+namespace kvserve {
+
+struct BackendConfig {
+  std::string device = "cpu";         // "cpu" or "cuda" (ResolveDevice turns "auto" into one)
+  int max_num_batched_tokens = 2048;  // the engine's tokens per step
+  int max_num_seqs = 256;             // the engine's running set
+  int max_logits = 0;                 // logits rows per step (0: max_num_seqs, one per sequence;
+                                      // scoring every prompt position needs more)
+  int num_threads = 0;                // cpu: compute threads (0: OpenMP's default, all cores)
+  int max_model_len = 0;              // cuda: the longest sequence (0: the model's context)
+};
+
+// What a backend must hold in one Forward for an engine of `config`'s budgets.
+[[nodiscard]] BackendLimits LimitsFor(const BackendConfig& config);
+
+// "auto" -> "cuda" where a CUDA device is usable, else "cpu"; "cpu" as is; "cuda" without a
+// usable device: UNAVAILABLE with the reason; anything else: INVALID_ARGUMENT.
+[[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested);
+
+// REQUIRES: `model` outlives the backend.
+[[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model);
+
+// The KV pool of a device backend (`--gpu-memory-utilization`, `--kv-cache-memory`), sized
+// after the backend exists so its weights and scratch count as used device memory.
+struct DeviceKvBudget {
+  double gpu_memory_utilization = 0.9;  // fraction of the device's memory this process may fill
+  int64_t kv_cache_bytes = 0;           // > 0: exactly this many bytes instead
+};
+// Blocks of `block_bytes` that fit `budget` on the device of `config`; RESOURCE_EXHAUSTED when
+// not even one fits. REQUIRES: config.device == "cuda".
+[[nodiscard]] StatusOr<int> PlanDeviceKvBlocks(const BackendConfig& config, size_t block_bytes,
+                                               const DeviceKvBudget& budget);
+
+}  // namespace kvserve
