@@ -266,7 +266,6 @@ int RunServe(ServeOptions& o) {
   LOG_INFO("chat template: {}", ChatTemplate::Detect(tok.vocab().chat_template, tok).name());
 
   ctx.engine = engine->get();
-  RegisterMetrics(&ctx);  // creates ctx.registry
 
   std::unique_ptr<GrpcServer> grpc;
   if (o.server.grpc_port >= 0) {

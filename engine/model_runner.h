@@ -34,9 +34,6 @@ class ModelRunner {
   // Runs the step. `logits` receives [sum of num_logits][vocab] in schedule order.
   [[nodiscard]] Status Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits);
 
-  // The last batch built (tests, profiling).
-  const ForwardBatch& last_batch() const { return batch_; }
-
  private:
   Backend* backend_;
   const KvCacheManager* cache_;

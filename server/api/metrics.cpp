@@ -1,4 +1,4 @@
-// RegisterMetrics / SerializeMetrics and the engine collector (see server/api/metrics.h).
+// SerializeMetrics and the engine collector (see server/api/metrics.h).
 //
 // Exported (all prefixed kvserve_):
 //   gauges     kv_cache_usage_ratio, kv_cache_blocks{state=used|free|cached|pinned},
@@ -16,7 +16,6 @@
 //              request_duration_seconds, step_duration_seconds
 #include "server/api/metrics.h"
 
-#include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
 #include <memory>
@@ -176,16 +175,8 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   return out.Take();
 }
 
-void RegisterMetrics(ServerContext* ctx) {
-  if (!ctx->registry) ctx->registry = std::make_shared<prometheus::Registry>();
-}
-
 std::string SerializeMetrics(const ServerContext& ctx) {
-  std::vector<MetricFamily> families;
-  if (ctx.registry) families = ctx.registry->Collect();
-  std::vector<MetricFamily> engine = EngineMetricsCollector(&ctx).Collect();
-  families.insert(families.end(), std::make_move_iterator(engine.begin()), std::make_move_iterator(engine.end()));
-  return prometheus::TextSerializer().Serialize(families);
+  return prometheus::TextSerializer().Serialize(EngineMetricsCollector(&ctx).Collect());
 }
 
 }  // namespace kvserve

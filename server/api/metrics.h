@@ -4,11 +4,11 @@
 // scrape), reads ServerContext::engine->GetStats() and turns the snapshot into metric
 // families: gauges for occupancy, counters for totals, and the engine's fixed-bucket
 // histograms as Prometheus histograms with cumulative buckets. It keeps no state of its own,
-// so counters are exactly the engine's. Names are listed in metrics.cpp (issue 5 item 8).
+// so counters are exactly the engine's. Names are listed in metrics.cpp.
 //
-// prometheus-cpp 1.0.1's Registry only holds its own Family<> types, so the collector is not
-// added to ctx.registry: SerializeMetrics serialises the registry's families
-// (anything else a front end registers there) followed by the collector's.
+// kvserve registers no metrics of its own beside the collector (prometheus-cpp 1.0.1's
+// Registry only holds its own Family<> types), so there is no registry: SerializeMetrics
+// collects and serialises the collector's families.
 //
 // Thread-safe: collection only reads atomics and a stats snapshot.
 #pragma once
@@ -33,9 +33,8 @@ class EngineMetricsCollector : public prometheus::Collectable {
   const ServerContext* ctx_;
 };
 
-// Registers kvserve's metrics (fed from Engine::GetStats at scrape time) in ctx.registry.
-void RegisterMetrics(ServerContext* ctx);
-// Text exposition of ctx.registry (the body of GET /metrics).
+// Text exposition of kvserve's metrics, fed from Engine::GetStats now (the body of GET /metrics;
+// empty without an engine).
 std::string SerializeMetrics(const ServerContext& ctx);
 
 }  // namespace kvserve

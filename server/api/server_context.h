@@ -1,5 +1,5 @@
 // ServerContext: what every front end (HTTP, gRPC, metrics) shares: the engine, the model's
-// identity, the server options, readiness state and the Prometheus registry. Built once by
+// identity, the server options and readiness state. Built once by
 // `kvserve serve` (cli/cli_serve.cpp); the front ends only read it, except the atomics.
 // Thread-safe.
 #pragma once
@@ -12,10 +12,6 @@
 
 #include "common/profiler.h"
 #include "engine/engine.h"
-
-namespace prometheus {
-class Registry;
-}
 
 namespace kvserve {
 
@@ -42,7 +38,6 @@ struct ServerContext {
   std::string model_id;       // the id clients must use in "model"
   std::string backend_name;   // "cpu" | "cuda"
   ServerOptions options;
-  std::shared_ptr<prometheus::Registry> registry;
   // --profile: the HTTP server adds the time it spends turning engine output into SSE bytes
   // and writing them (ProfileOp::kNetworkWrite). Nullable, not owned; set before the front
   // ends start and outlives them.

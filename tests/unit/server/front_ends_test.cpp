@@ -22,7 +22,6 @@
 #include "server/api/auth.h"
 #include "server/http/http_server.h"
 #include "server/grpc/grpc_server.h"
-#include "server/api/metrics.h"
 #include "server/grpc/grpc_convert.h"
 #include "server/http/http_router.h"
 #include "server/api/request_builder.h"
@@ -50,7 +49,6 @@ class FrontEndsTest : public ::testing::Test {
     ctx_.options.http_port = 0;
     ctx_.options.http_threads = 1;
     ctx_.options.api_keys = keys;
-    RegisterMetrics(&ctx_);
     ctx_.loading = false;
     router_ = std::make_unique<HttpRouter>(&ctx_);
     auto grpc_server = GrpcServer::Start(&ctx_);

@@ -22,7 +22,6 @@
 
 #include "generation.grpc.pb.h"
 #include "server/grpc/grpc_server.h"
-#include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -139,7 +138,6 @@ class GrpcTest : public ::testing::Test {
     ctx_->options.grpc_port = 0;
     ctx_->options.api_keys = keys;
     if (!keys.empty()) key_ = keys.front();
-    RegisterMetrics(ctx_.get());
     ctx_->loading = false;
     auto server = GrpcServer::Start(ctx_.get());
     ASSERT_TRUE(server.ok()) << server.status().ToString();

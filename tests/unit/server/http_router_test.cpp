@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -22,7 +21,6 @@ class HttpRouterTest : public ::testing::Test {
     ctx_.engine = engine_.get();
     ctx_.model_id = "stories";
     ctx_.loading = false;
-    RegisterMetrics(&ctx_);
   }
   void TearDown() override { engine_->Stop(); }
 
