@@ -16,7 +16,7 @@ KvCacheManager::Impl::Impl(const KvSpec& spec, const KvCacheManagerConfig& c)
     : block_size(spec.block_size()),
       config(c),
       pool(c.num_blocks),
-      index(c.num_blocks, spec.block_size(), c.prefix_hash_for_test),
+      index(c.num_blocks, spec.block_size(), c.test_hooks.prefix_hash),
       host(c.num_host_blocks, spec.block_bytes()),
       pinned(c.num_blocks, 0) {
   // Each segment's share of the block, padding included, so the dtypes sum to block_bytes.
@@ -89,7 +89,7 @@ void KvCacheManager::Impl::ReleaseTable(Seq& s, std::optional<EvictionReason> re
 }
 
 void KvCacheManager::Impl::MaybeVerify() const {
-  if (!config.verify_each_operation) return;
+  if (!config.test_hooks.verify_each_operation) return;
   const Status st = owner->VerifyIntegrity();
   CHECK(st.ok()) << st.ToString();
 }

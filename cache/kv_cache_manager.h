@@ -37,14 +37,19 @@ namespace kvserve {
 
 using SeqId = uint64_t;
 
+// Switches that only tests set (never production): self-checks and a weak hash.
+struct KvCacheTestHooks {
+  // CHECK VerifyIntegrity() at the end of every operation that changes state.
+  bool verify_each_operation = false;
+  // The block hash (nullptr: SHA-256), e.g. a weak one that forces collisions.
+  PrefixHashFn prefix_hash = nullptr;
+};
+
 struct KvCacheManagerConfig {
   int num_blocks = 0;
   bool enable_prefix_caching = true;
   int num_host_blocks = 0;  // host offload tier capacity in blocks (0: no offload)
-  // Tests: CHECK VerifyIntegrity() at the end of every operation that changes state.
-  bool verify_each_operation = false;
-  // Tests: the block hash (nullptr: SHA-256), e.g. a weak one that forces collisions.
-  PrefixHashFn prefix_hash_for_test = nullptr;
+  KvCacheTestHooks test_hooks;
 };
 
 class KvCacheManager {

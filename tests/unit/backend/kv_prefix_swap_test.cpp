@@ -33,7 +33,7 @@ std::vector<float> Serve(KvHarness& h, SeqId seq, const std::vector<int32_t>& pr
 TEST(PrefixSharing, HitsAndForcedCollisionsServeTheRightLogits) {
   auto model = LoadModelOrDie("synthetic:tiny:f32");
   const int V = model->config().vocab_size;
-  KvHarness h(*model, SpecFor(*model, KvDtype::kF32, 4), {.num_blocks = 32, .prefix_hash_for_test = &FirstTokenHash});
+  KvHarness h(*model, SpecFor(*model, KvDtype::kF32, 4), {.num_blocks = 32, .test_hooks = {.prefix_hash = &FirstTokenHash}});
   const std::vector<int32_t> a = RandomTokens(11, V, 1);
   std::vector<int32_t> b = a;
   b[2] = (b[2] + 1) % V;  // block 0 collides with a's under the weak hash

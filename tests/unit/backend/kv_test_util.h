@@ -44,7 +44,7 @@ inline KvSpec SpecFor(const Model& model, KvDtype dtype, int block_size) {
 
 struct KvHarness {
   KvHarness(const Model& m, const KvSpec& spec, KvCacheManagerConfig config) : model(m) {
-    config.verify_each_operation = true;
+    config.test_hooks.verify_each_operation = true;
     cache = std::make_unique<KvCacheManager>(spec, config);
     CpuBackendOptions bo;
     bo.limits.max_num_tokens = 256;

@@ -51,8 +51,8 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
   KvCacheManagerConfig cfg;
   cfg.num_blocks = kNumBlocks;
   cfg.num_host_blocks = kHostBlocks;
-  cfg.verify_each_operation = true;
-  cfg.prefix_hash_for_test = GetParam() ? &WeakHash : nullptr;
+  cfg.test_hooks.verify_each_operation = true;
+  cfg.test_hooks.prefix_hash = GetParam() ? &WeakHash : nullptr;
   KvCacheManager m(*KvSpec::Create(sc), cfg);
   ShadowCache shadow;
   std::map<SeqId, LiveSeq> live;

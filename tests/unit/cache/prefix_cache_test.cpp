@@ -26,8 +26,8 @@ KvSpec SmallSpec() {
 KvCacheManagerConfig Config(int num_blocks, PrefixHashFn hash = nullptr) {
   KvCacheManagerConfig c;
   c.num_blocks = num_blocks;
-  c.verify_each_operation = true;
-  c.prefix_hash_for_test = hash;
+  c.test_hooks.verify_each_operation = true;
+  c.test_hooks.prefix_hash = hash;
   return c;
 }
 

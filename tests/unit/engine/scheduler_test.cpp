@@ -30,7 +30,7 @@ KvCacheManagerConfig CacheConfig(int num_blocks, int host_blocks = 0) {
   KvCacheManagerConfig c;
   c.num_blocks = num_blocks;
   c.num_host_blocks = host_blocks;
-  c.verify_each_operation = true;
+  c.test_hooks.verify_each_operation = true;
   return c;
 }
 
