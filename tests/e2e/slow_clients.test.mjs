@@ -110,7 +110,10 @@ test('a client that never reads its stream is dropped after the write timeout; o
                 `buffered); other requests next to the same heavy request: median ${m0.toFixed(1)} ms with a reading ` +
                 `client (${withReader.length} requests), ${m1.toFixed(1)} ms with the stalled one (${stalled.length})`);
     assert.ok(stalled.length >= 2, 'no request completed while the client was stalled');
-    assert.ok(m1 < Math.max(2 * m0, m0 + 100), `requests took ${m1} ms next to a stalled client, ${m0} ms next to a reading one`);
+    // A stalled client that held up the engine would add the whole write timeout (1 s) to the
+    // requests next to it; the 300 ms allowance is for a loaded CI machine (the two medians
+    // are measured one after the other, and ctest runs other tests beside this one).
+    assert.ok(m1 < Math.max(2 * m0, m0 + 300), `requests took ${m1} ms next to a stalled client, ${m0} ms next to a reading one`);
     await timedCompletion(server.url, 4);
   } finally {
     assert.equal(await server.stop(), 0, server.log());
