@@ -34,7 +34,7 @@ struct SyntheticPreset {
   int context_length;
 };
 
-// tiny, 150m, 1b, 7b-shape (shapes of ../docs/BASELINE.md).
+// tiny, 150m, 1b, 7b-shape (shapes of ../shared/docs/BASELINE.md).
 const std::vector<SyntheticPreset>& SyntheticPresets();
 [[nodiscard]] std::optional<SyntheticPreset> FindSyntheticPreset(std::string_view name);
 
