@@ -17,16 +17,10 @@ namespace {
 
 using namespace vocab_key;  // NOLINT: the key names
 
-constexpr int kMaxTokenType = static_cast<int>(TokenType::kByte);
-
-Status KeyError(std::string_view key, const std::string& message) {
-  return InvalidArgumentError(std::string(key) + ": " + message);
-}
-
 // A getter's status as INVALID_ARGUMENT that names the key (the reader's messages already do;
 // NOT_FOUND becomes "missing").
 Status AsKeyError(std::string_view key, const Status& status) {
-  if (status.code() == StatusCode::kNotFound) return KeyError(key, "missing");
+  if (status.code() == StatusCode::kNotFound) return VocabKeyError(key, "missing");
   return InvalidArgumentError(status.message());
 }
 
@@ -59,14 +53,14 @@ Status ReadTokenId(const GgufFile& file, std::string_view key, size_t num_tokens
   *out = -1;
   const GgufValue* v = file.Find(key);
   if (v == nullptr) return OkStatus();
-  if (!v->is_integer()) return KeyError(key, "expected an integer token id");
+  if (!v->is_integer()) return VocabKeyError(key, "expected an integer token id");
   if (IsUnsigned(v->type)) {
     if (v->u64 == std::numeric_limits<uint32_t>::max() ||
         v->u64 == std::numeric_limits<uint64_t>::max()) {
       return OkStatus();
     }
     if (v->u64 >= num_tokens) {
-      return KeyError(key, "token id " + std::to_string(v->u64) + " is out of range for " +
+      return VocabKeyError(key, "token id " + std::to_string(v->u64) + " is out of range for " +
                                std::to_string(num_tokens) + " tokens");
     }
     *out = static_cast<int32_t>(v->u64);
@@ -74,7 +68,7 @@ Status ReadTokenId(const GgufFile& file, std::string_view key, size_t num_tokens
   }
   if (v->i64 == -1) return OkStatus();
   if (v->i64 < 0 || static_cast<uint64_t>(v->i64) >= num_tokens) {
-    return KeyError(key, "token id " + std::to_string(v->i64) + " is out of range for " +
+    return VocabKeyError(key, "token id " + std::to_string(v->i64) + " is out of range for " +
                              std::to_string(num_tokens) + " tokens");
   }
   *out = static_cast<int32_t>(v->i64);
@@ -91,20 +85,20 @@ StatusOr<Vocab> LoadVocab(const GgufFile& file) {
   const size_t n = vocab.tokens.size();
   RETURN_IF_ERROR(ReadOptional(file, kScores, &GgufFile::GetFloatArray, &vocab.scores));
   if (file.Has(kScores) && vocab.scores.size() != n) {  // an empty array too
-    return KeyError(kScores, "has " + std::to_string(vocab.scores.size()) + " entries but " +
+    return VocabKeyError(kScores, "has " + std::to_string(vocab.scores.size()) + " entries but " +
                                  std::string(kTokens) + " has " + std::to_string(n));
   }
 
   std::vector<int64_t> types;
   RETURN_IF_ERROR(ReadOptional(file, kTokenType, &GgufFile::GetIntArray, &types));
   if (file.Has(kTokenType) && types.size() != n) {
-    return KeyError(kTokenType, "has " + std::to_string(types.size()) + " entries but " +
+    return VocabKeyError(kTokenType, "has " + std::to_string(types.size()) + " entries but " +
                                     std::string(kTokens) + " has " + std::to_string(n));
   }
   vocab.types.reserve(types.size());
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i] < 0 || types[i] > kMaxTokenType) {
-      return KeyError(kTokenType, "token " + std::to_string(i) + " has type " +
+      return VocabKeyError(kTokenType, "token " + std::to_string(i) + " has type " +
                                       std::to_string(types[i]) + " (expected 0..6)");
     }
     vocab.types.push_back(static_cast<TokenType>(types[i]));

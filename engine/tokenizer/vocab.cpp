@@ -9,38 +9,36 @@ namespace {
 
 using namespace vocab_key;  // NOLINT: the key names
 
-constexpr int kMaxTokenType = static_cast<int>(TokenType::kByte);
-
-Status KeyError(std::string_view key, const std::string& message) {
-  return InvalidArgumentError(std::string(key) + ": " + message);
-}
-
 Status CheckId(std::string_view key, int32_t id, size_t num_tokens) {
   if (id == -1 || (id >= 0 && static_cast<size_t>(id) < num_tokens)) return OkStatus();
-  return KeyError(key, "token id " + std::to_string(id) + " is out of range for " +
+  return VocabKeyError(key, "token id " + std::to_string(id) + " is out of range for " +
                            std::to_string(num_tokens) + " tokens");
 }
 
 }  // namespace
 
+Status VocabKeyError(std::string_view key, const std::string& message) {
+  return InvalidArgumentError(std::string(key) + ": " + message);
+}
+
 Status ValidateVocab(const Vocab& vocab) {
   const size_t n = vocab.tokens.size();
-  if (n == 0) return KeyError(kTokens, "the vocabulary is empty");
+  if (n == 0) return VocabKeyError(kTokens, "the vocabulary is empty");
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return KeyError(kTokens, "too many tokens");
+    return VocabKeyError(kTokens, "too many tokens");
   }
   if (!vocab.scores.empty() && vocab.scores.size() != n) {
-    return KeyError(kScores, "has " + std::to_string(vocab.scores.size()) + " entries but " +
+    return VocabKeyError(kScores, "has " + std::to_string(vocab.scores.size()) + " entries but " +
                                  std::string(kTokens) + " has " + std::to_string(n));
   }
   if (!vocab.types.empty() && vocab.types.size() != n) {
-    return KeyError(kTokenType, "has " + std::to_string(vocab.types.size()) + " entries but " +
+    return VocabKeyError(kTokenType, "has " + std::to_string(vocab.types.size()) + " entries but " +
                                     std::string(kTokens) + " has " + std::to_string(n));
   }
   for (size_t i = 0; i < vocab.types.size(); ++i) {
     const int type = static_cast<int>(vocab.types[i]);
     if (type < 0 || type > kMaxTokenType) {
-      return KeyError(kTokenType, "token " + std::to_string(i) + " has type " +
+      return VocabKeyError(kTokenType, "token " + std::to_string(i) + " has type " +
                                       std::to_string(type) + " (expected 0..6)");
     }
   }

@@ -57,6 +57,11 @@ struct Vocab {
   std::string chat_template;    // tokenizer.chat_template, may be empty
 };
 
+inline constexpr int kMaxTokenType = static_cast<int>(TokenType::kByte);
+
+// INVALID_ARGUMENT "<key>: <message>", the form of every vocabulary error.
+[[nodiscard]] Status VocabKeyError(std::string_view key, const std::string& message);
+
 // Checks the invariants LoadVocab and Tokenizer::Create rely on: a non-empty token list,
 // scores/types empty or one per token, token types in range, special ids -1 or a valid index.
 // INVALID_ARGUMENT names the tokenizer.* key at fault.
