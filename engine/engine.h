@@ -1,8 +1,9 @@
 // Engine: the thread-safe door to text generation. Submit() validates a request and hands it
-// to the engine thread, which owns the scheduler, the KV cache manager, the model runner and
-// the chat sessions, and runs one step after another:
+// to the engine thread, which owns the scheduler, the KV cache manager, the model runner, the
+// output processor and the chat sessions, and runs one step after another:
 //
-//   intake queue -> Scheduler::Schedule -> ModelRunner::Execute -> Sampler -> publish deltas
+//   intake queue -> Scheduler::Schedule -> ModelRunner::ExecuteStep (byte movements, forward)
+//   -> OutputProcessor::Process (sample, detokenize, stop, publish deltas) -> stats
 //
 // Front ends only talk to this class and to RequestStream. Submit/Abort/stats are safe from
 // any thread.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "common/log.h"
 
@@ -71,6 +70,7 @@ Status EngineCore::Init() {
 
   backend_->SetProfiler(config_.profiler);
   runner_ = std::make_unique<ModelRunner>(backend_.get(), cache_.get(), vocab_size_, config_.profiler);
+  runner_->set_fail_forward(config_.test_hooks.fail_forward);
   ChatSessionConfig sc;
   sc.max_sessions = config_.max_sessions;
   sc.max_per_tenant = config_.max_sessions_per_tenant;
@@ -79,8 +79,10 @@ Status EngineCore::Init() {
     sc.window = WindowPolicy::Sliding(config_.chat_window_tokens, config_.chat_sink_tokens);
   }
   ChatSessionStore::ByteMover mover;
-  mover.swap = [this](const KvCacheManager::SwapPlan& plan, bool to_host) { return MoveSwapBlocks(plan, to_host); };
-  mover.copy = [this](std::span<const std::pair<BlockId, BlockId>> copies) { return backend_->CopyBlocks(copies); };
+  mover.swap = [this](const KvCacheManager::SwapPlan& plan, bool to_host) {
+    return runner_->MoveSwapBlocks(plan, to_host);
+  };
+  mover.copy = [this](std::span<const std::pair<BlockId, BlockId>> copies) { return runner_->CopyBlocks(copies); };
   sessions_ = std::make_unique<ChatSessionStore>(sc, cache_.get(), [this] { return next_seq_id_++; }, std::move(mover));
   SchedulerConfig sched;
   sched.max_num_seqs = config_.max_num_seqs;
@@ -88,8 +90,22 @@ Status EngineCore::Init() {
   sched.preempt_by_swap = config_.preempt_by_swap;
   sched.aging_horizon_seconds = config_.aging_horizon_seconds;
   scheduler_ = std::make_unique<Scheduler>(sched, cache_.get(), [this] { return sessions_->ReclaimOne(); });
+  OutputProcessorConfig oc;
+  oc.vocab_size = vocab_size_;
+  oc.max_model_len = max_model_len_;
+  oc.seed = config_.seed;
+  oc.recompute_every_token = config_.recompute_every_token;
+  oc.profiler = config_.profiler;
+  OutputProcessor::Parts parts;
+  parts.cache = cache_.get();
+  parts.runner = runner_.get();
+  parts.scheduler = scheduler_.get();
+  parts.sessions = sessions_.get();
+  parts.tokenizer = &model_->tokenizer();
+  parts.stats = &stats_;
+  parts.on_request_end = [this](Request* r) { LeaveQueue(r); };
+  output_ = std::make_unique<OutputProcessor>(oc, std::move(parts));
   logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
-  fork_logits_.resize(vocab_size_);
   last_progress_ns_ = NowNs();
   PublishStats(/*full=*/true);
   thread_ = std::thread([this] { Loop(); });
@@ -270,8 +286,10 @@ void EngineCore::LeaveQueue(Request* r) {
 }
 
 void EngineCore::ReapFinished() {
-  for (uint64_t id : finished_requests_) requests_.erase(id);
-  finished_requests_.clear();
+  for (uint64_t id : output_->TakeFinished()) {
+    requests_.erase(id);
+    --num_in_flight_;
+  }
 }
 
 bool EngineCore::TakeIntake() {
@@ -298,17 +316,17 @@ void EngineCore::Admit(std::unique_ptr<Request> request) {
   Request* r = request.get();
   r->arrival = next_arrival_++;
   r->usage.prompt_tokens = static_cast<int>(r->params.prompt_tokens.size());
-  for (int c = 0; c < r->params.n; ++c) r->seqs.push_back(MakeSequence(r, c));
+  for (int c = 0; c < r->params.n; ++c) r->seqs.push_back(output_->NewSequence(r, c, next_seq_id_++));
   requests_.emplace(r->id, std::move(request));
   Sequence* first = r->seqs[0].get();
   if (r->params.sampling.max_tokens == 0 && !first->wants_prompt_logprobs) {
-    FinishWithoutTokens(r);  // nothing to compute
+    output_->FinishWithoutTokens(r);  // nothing to compute
     return;
   }
   if (!r->params.session_id.empty()) {
     Status st = sessions_->Attach(r->params.tenant, r->params.session_id, first);
     if (!st.ok()) {
-      FailRequest(r, st);
+      output_->FailRequest(r, st);
       return;
     }
     first->session_attached = true;
@@ -318,35 +336,6 @@ void EngineCore::Admit(std::unique_ptr<Request> request) {
   scheduler_->AddWaiting(first);
 }
 
-std::unique_ptr<Sequence> EngineCore::MakeSequence(Request* r, int choice) {
-  auto seq = std::make_unique<Sequence>();
-  seq->id = next_seq_id_++;
-  seq->request = r;
-  seq->choice = choice;
-  seq->tokens = r->params.prompt_tokens;
-  seq->prompt_len = static_cast<int>(seq->tokens.size());
-  const Tokenizer& tok = model_->tokenizer();
-  std::vector<int32_t> eos;
-  if (tok.eos_id() >= 0) eos.push_back(tok.eos_id());
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (id != tok.eos_id() && tok.IsEndOfGeneration(id)) eos.push_back(id);
-  }
-  const uint64_t seed = config_.seed ^ (r->id * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(choice) << 32);
-  SamplingParams params = r->params.sampling;
-  if (params.seed && choice > 0) params.seed = *params.seed + static_cast<uint64_t>(choice);
-  seq->sampler = std::make_unique<Sampler>(params, vocab_size_, seed, std::move(eos));
-  seq->sampler->AddPromptTokens(seq->tokens);
-  if (r->params.detokenize) {
-    seq->detokenizer = std::make_unique<StreamingDetokenizer>(tok);
-    seq->stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
-  }
-  if (choice == 0 && r->params.sampling.prompt_logprobs >= 0) {
-    seq->wants_prompt_logprobs = true;
-    seq->prompt_logprobs.push_back({seq->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
-  }
-  return seq;
-}
-
 void EngineCore::AbortRequest(uint64_t id, Status why) {
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second->done) return;
@@ -354,39 +343,8 @@ void EngineCore::AbortRequest(uint64_t id, Status why) {
   r->aborted = true;
   r->error = std::move(why);
   for (auto& s : r->seqs) {
-    if (!s->finished()) FinishSequence(s.get(), FinishReason::kAbort);
+    if (!s->finished()) output_->FinishSequence(s.get(), FinishReason::kAbort);
   }
-}
-
-Status EngineCore::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host) {
-  const size_t bytes = cache_->spec().block_bytes();
-  for (const auto& [device, host] : plan.device_host) {
-    std::span<uint8_t> host_bytes(cache_->host_block_data(host), bytes);
-    RETURN_IF_ERROR(to_host ? backend_->ReadBlock(device, host_bytes) : backend_->WriteBlock(device, host_bytes));
-  }
-  return OkStatus();
-}
-
-bool EngineCore::ApplyBlockOps(const SchedulerOutput& out) {
-  for (size_t i = 0; i < out.block_ops.size(); ++i) {
-    const BlockOp& op = out.block_ops[i];
-    Status st;
-    switch (op.kind) {
-      case BlockOp::Kind::kSwapOut: st = MoveSwapBlocks(op.swap, /*to_host=*/true); break;
-      case BlockOp::Kind::kSwapIn: st = MoveSwapBlocks(op.swap, /*to_host=*/false); break;
-      case BlockOp::Kind::kCopy: st = backend_->CopyBlocks(op.copies); break;
-      case BlockOp::Kind::kShiftKeys: st = backend_->ShiftKeys(op.blocks, op.delta); break;
-    }
-    if (st.ok()) continue;
-    // The caches of this op's sequence and of every later op's are no longer what the
-    // bookkeeping says; the batch would read them.
-    std::vector<Request*> failed;
-    for (size_t j = i; j < out.block_ops.size(); ++j) failed.push_back(out.block_ops[j].seq->request);
-    for (const ScheduledWork& w : out.work) failed.push_back(w.seq->request);
-    FailStep(failed, st);
-    return false;
-  }
-  return true;
 }
 
 void EngineCore::FailStep(const std::vector<Request*>& requests, const Status& why) {
@@ -399,47 +357,46 @@ void EngineCore::FailStep(const std::vector<Request*>& requests, const Status& w
     LOG_ERROR("{} failed steps in a row: refusing new requests for {:.1f} s", consecutive_failures_, cooldown);
   }
   LOG_ERROR("step failed for {} requests: {}", requests.size(), why.ToString());
-  for (Request* r : requests) FailRequest(r, InternalError("the forward pass failed for this batch"));
+  for (Request* r : requests) output_->FailRequest(r, InternalError("the forward pass failed for this batch"));
   ReapFinished();
   PublishStats();
 }
 
 bool EngineCore::Step() {
   const Clock::time_point start = Clock::now();
-  Profiler::Scope schedule_scope(config_.profiler, ProfileOp::kSchedule);
-  SchedulerOutput out = scheduler_->Schedule();
-  schedule_scope.Stop();
-  for (const ScheduledWork& w : out.work) LeaveQueue(w.seq->request);  // before the (long) step
-  stats_.preemptions_total = scheduler_->num_preemptions();
-  if (!ApplyBlockOps(out)) return true;
+  const SchedulerOutput out = Schedule();
+  Status st = runner_->ExecuteStep(out, logits_, &failed_);
+  if (!st.ok()) {
+    FailStep(failed_, st);
+    return true;
+  }
   if (out.empty()) return false;
+  consecutive_failures_ = 0;
+  fault_until_ns_ = 0;
+  output_->Process(out, logits_);
+  EndStep(start, out);
+  return true;
+}
 
-  batch_.clear();
+SchedulerOutput EngineCore::Schedule() {
+  Profiler::Scope scope(config_.profiler, ProfileOp::kSchedule);
+  SchedulerOutput out = scheduler_->Schedule();
+  scope.Stop();
+  // Request accounting (the scheduler keeps none).
+  for (Sequence* s : out.preempted) ++s->request->usage.preemptions;
   for (const ScheduledWork& w : out.work) {
     Sequence* s = w.seq;
+    LeaveQueue(s->request);  // before the (long) step
     if (!s->scheduled_once) {
       s->scheduled_once = true;
       if (s->choice == 0 && s->num_computed > 0) s->request->usage.cached_prompt_tokens = s->num_computed;
     }
-    batch_.push_back({s->id, std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.num_new_tokens),
-                      s->cache_position(), w.num_logits});
   }
-  const int64_t forward_index = stats_.steps + stats_.forward_errors_total;
-  const auto& fail_forward = config_.test_hooks.fail_forward;
-  Status st = fail_forward && fail_forward(forward_index)
-                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook)", forward_index))
-                  : runner_->Execute(batch_, logits_);
-  if (!st.ok()) {
-    std::vector<Request*> failed;
-    for (const ScheduledWork& w : out.work) failed.push_back(w.seq->request);
-    FailStep(failed, st);
-    return true;
-  }
-  consecutive_failures_ = 0;
-  fault_until_ns_ = 0;
+  stats_.preemptions_total = scheduler_->num_preemptions();
+  return out;
+}
 
-  ProcessOutputs(out);
-
+void EngineCore::EndStep(Clock::time_point start, const SchedulerOutput& out) {
   const Clock::time_point end = Clock::now();
   stats_.last_step_seconds = Seconds(end - start);
   stats_.step_duration.Observe(stats_.last_step_seconds);
@@ -456,7 +413,6 @@ bool EngineCore::Step() {
   if (config_.profiler) {
     config_.profiler->CountStep(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   }
-  return true;
 }
 
 void EngineCore::PublishStats(bool full) {

@@ -1,8 +1,9 @@
 // EngineCore: the Engine implementation. One engine thread owns the scheduler, the KV cache
-// manager, the model runner, the samplers and the chat sessions, and loops:
+// manager, the model runner, the output processor and the chat sessions, and loops:
 //
-//   take intake (new requests, aborts) -> Schedule -> move bytes (swaps, copies, key shifts)
-//   -> ModelRunner::Execute -> sample -> publish deltas -> finish/free -> publish stats
+//   take intake (new requests, aborts) -> Step: Scheduler::Schedule -> ModelRunner::ExecuteStep
+//   (byte movements, forward pass) -> OutputProcessor::Process (sample, detokenize, stop,
+//   emit) -> publish stats
 //
 // Only the intake queue (intake_mu_), the stats snapshot (stats_mu_) and RequestStreams are
 // shared with other threads.
@@ -27,6 +28,7 @@
 #include "engine/chat_session_store.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "engine/output_processor.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 
@@ -58,44 +60,27 @@ class EngineCore final : public Engine {
   bool TakeIntake();
   void Admit(std::unique_ptr<Request> request);
   void AbortRequest(uint64_t id, Status why);
-  // One iteration: schedule, move bytes, forward, outputs. Returns false when nothing could
-  // run (the loop then waits for aborts or new requests instead of spinning).
+  // One iteration: schedule, execute (byte movements, forward pass), process outputs,
+  // publish stats. Returns false when nothing could run (the loop then waits for aborts or
+  // new requests instead of spinning).
   bool Step();
+  // Scheduler::Schedule plus the request accounting it implies (queue depth, cached prompt
+  // tokens, preemptions).
+  SchedulerOutput Schedule();
+  // After a successful step: step stats, reaping, the integrity self-check, publishing.
+  void EndStep(Clock::time_point start, const SchedulerOutput& out);
   // Takes `request` out of the queue depth if it is still in it (see the note above).
   void LeaveQueue(Request* request);
-  // Runs the schedule's byte movements in order; on a backend error fails every request the
-  // step touched (as a failed forward pass does) and returns false.
-  [[nodiscard]] bool ApplyBlockOps(const SchedulerOutput& out);
-  [[nodiscard]] Status MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host);
-  // A failed step (forward pass or byte movement): fails `requests`, counts toward the fault
+  // A failed step (byte movement or forward pass): fails `requests`, counts toward the fault
   // cool-down.
   void FailStep(const std::vector<Request*>& requests, const Status& why);
   // Copies stats to the shared snapshot. The cache's block census walks the whole pool, so it
   // is refreshed at most every kCacheStatsInterval unless `full` (idle engine, end of run).
   void PublishStats(bool full = false);
-  // Destroys requests that finished during this iteration (pointers stay valid until then).
+  // Destroys requests whose streams finished during this iteration (pointers stay valid
+  // until then).
   void ReapFinished();
-  bool HasWork() const { return requests_.size() > finished_requests_.size(); }
-
-  // ---- engine thread: outputs (engine_output.cpp) ----
-  // After a successful forward pass: advances each scheduled sequence, scores prompt tokens,
-  // samples where a row ends the known tokens.
-  void ProcessOutputs(const SchedulerOutput& out);
-  // Appends the logprob of prompt token pos + 1 (from the logits at position pos).
-  void ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits);
-  // Ends every choice with finish reason "length" and no tokens (max_tokens == 0).
-  void FinishWithoutTokens(Request* request);
-  // Samples the next token of `seq` from `logits` (scratch, modified) and emits it.
-  void SampleAndEmit(Sequence* seq, std::span<float> logits);
-  // n > 1: the other choices start from the parent's prompt cache and sample from the same
-  // logits.
-  void ForkChoices(Sequence* parent, std::span<const float> logits);
-  void FinishSequence(Sequence* seq, FinishReason reason);
-  // Releases the sequence's cache (to its chat session, or back to the pool).
-  void ReleaseSequence(Sequence* seq);
-  void MaybeFinishRequest(Request* request);
-  void FailRequest(Request* request, Status why);
-  std::unique_ptr<Sequence> MakeSequence(Request* request, int choice);
+  bool HasWork() const { return requests_.size() > output_->num_finished(); }
 
   const EngineConfig config_;
   std::shared_ptr<const Model> model_;
@@ -128,14 +113,12 @@ class EngineCore final : public Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ChatSessionStore> sessions_;
+  std::unique_ptr<OutputProcessor> output_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
-  std::vector<uint64_t> finished_requests_;
   uint64_t next_arrival_ = 0;
   SeqId next_seq_id_ = 1;
-  std::vector<float> logits_;     // [max_num_seqs][vocab]
-  std::vector<float> fork_logits_;
-  SamplerScratch scratch_;
-  std::vector<ScheduledSeq> batch_;
+  std::vector<float> logits_;  // [max_num_seqs][vocab]
+  std::vector<Request*> failed_;  // a failed step's requests
   EngineStats stats_;
   int consecutive_failures_ = 0;
   std::deque<std::pair<Clock::time_point, int64_t>> throughput_window_;

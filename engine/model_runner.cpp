@@ -1,11 +1,65 @@
 #include "engine/model_runner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace kvserve {
 
-ModelRunner::ModelRunner(Backend* backend, const KvCacheManager* cache, int vocab_size, Profiler* profiler)
+ModelRunner::ModelRunner(Backend* backend, KvCacheManager* cache, int vocab_size, Profiler* profiler)
     : backend_(backend), cache_(cache), vocab_size_(vocab_size), profiler_(profiler) {}
+
+Status ModelRunner::ExecuteStep(const SchedulerOutput& out, std::span<float> logits, std::vector<Request*>* failed) {
+  failed->clear();
+  for (size_t i = 0; i < out.block_ops.size(); ++i) {
+    Status st = Apply(out.block_ops[i]);
+    if (st.ok()) continue;
+    // The caches of this op's sequence and of every later op's are no longer what the
+    // bookkeeping says; the batch would read them.
+    ++num_steps_;
+    for (size_t j = i; j < out.block_ops.size(); ++j) failed->push_back(out.block_ops[j].seq->request);
+    for (const ScheduledWork& w : out.work) failed->push_back(w.seq->request);
+    return st;
+  }
+  if (out.work.empty()) return OkStatus();
+  seqs_.clear();
+  for (const ScheduledWork& w : out.work) {
+    const Sequence& s = *w.seq;
+    seqs_.push_back({s.id, std::span<const int32_t>(s.tokens).subspan(s.num_computed, w.num_new_tokens),
+                     s.cache_position(), w.num_logits});
+  }
+  const int64_t index = num_steps_++;
+  Status st = fail_forward_ && fail_forward_(index)
+                  ? InternalError(fmt::format("injected forward fault at pass {} (test hook)", index))
+                  : Execute(seqs_, logits);
+  if (!st.ok()) {
+    for (const ScheduledWork& w : out.work) failed->push_back(w.seq->request);
+  }
+  return st;
+}
+
+Status ModelRunner::Apply(const BlockOp& op) {
+  switch (op.kind) {
+    case BlockOp::Kind::kSwapOut: return MoveSwapBlocks(op.swap, /*to_host=*/true);
+    case BlockOp::Kind::kSwapIn: return MoveSwapBlocks(op.swap, /*to_host=*/false);
+    case BlockOp::Kind::kCopy: return CopyBlocks(op.copies);
+    case BlockOp::Kind::kShiftKeys: return backend_->ShiftKeys(op.blocks, op.delta);
+  }
+  return InternalError("unknown block operation");
+}
+
+Status ModelRunner::CopyBlocks(std::span<const std::pair<BlockId, BlockId>> src_dst) {
+  return backend_->CopyBlocks(src_dst);
+}
+
+Status ModelRunner::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host) {
+  const size_t bytes = cache_->spec().block_bytes();
+  for (const auto& [device, host] : plan.device_host) {
+    std::span<uint8_t> host_bytes(cache_->host_block_data(host), bytes);
+    RETURN_IF_ERROR(to_host ? backend_->ReadBlock(device, host_bytes) : backend_->WriteBlock(device, host_bytes));
+  }
+  return OkStatus();
+}
 
 Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits) {
   Profiler::Scope build_scope(profiler_, ProfileOp::kBatchBuild);

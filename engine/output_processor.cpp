@@ -1,34 +1,75 @@
-// EngineCore, output side: sampling, detokenizing, stop conditions, choices (n > 1) and the
-// end of sequences and requests. Engine thread only.
+// OutputProcessor (output_processor.h): sampling, detokenizing, stop conditions, choices
+// (n > 1) and the end of sequences and requests. Engine thread only.
+#include "engine/output_processor.h"
+
 #include <algorithm>
+#include <limits>
 
 #include "common/log.h"
-#include "engine/engine_core.h"
 
 namespace kvserve {
 namespace {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-void EngineCore::ProcessOutputs(const SchedulerOutput& out) {
-  int logits_row = 0;
+// Sequence's constructor and destructor live here, where SequenceOutput is complete.
+Sequence::Sequence() = default;
+Sequence::~Sequence() = default;
+
+OutputProcessor::OutputProcessor(const OutputProcessorConfig& config, Parts parts)
+    : config_(config), parts_(std::move(parts)), fork_logits_(static_cast<size_t>(config.vocab_size)) {
+  const Tokenizer& tok = *parts_.tokenizer;
+  if (tok.eos_id() >= 0) stop_ids_.push_back(tok.eos_id());
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (id != tok.eos_id() && tok.IsEndOfGeneration(id)) stop_ids_.push_back(id);
+  }
+}
+
+std::unique_ptr<Sequence> OutputProcessor::NewSequence(Request* r, int choice, SeqId id) const {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = id;
+  seq->request = r;
+  seq->choice = choice;
+  seq->tokens = r->params.prompt_tokens;
+  seq->prompt_len = static_cast<int>(seq->tokens.size());
+  seq->output = std::make_unique<SequenceOutput>();
+  SequenceOutput& out = *seq->output;
+  const uint64_t seed = config_.seed ^ (r->id * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(choice) << 32);
+  SamplingParams params = r->params.sampling;
+  if (params.seed && choice > 0) params.seed = *params.seed + static_cast<uint64_t>(choice);
+  out.sampler = std::make_unique<Sampler>(params, config_.vocab_size, seed, stop_ids_);
+  out.sampler->AddPromptTokens(seq->tokens);
+  if (r->params.detokenize) {
+    out.detokenizer = std::make_unique<StreamingDetokenizer>(*parts_.tokenizer);
+    out.stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
+  }
+  if (choice == 0 && r->params.sampling.prompt_logprobs >= 0) {
+    seq->wants_prompt_logprobs = true;
+    seq->num_prompt_logprobs = 1;
+    out.prompt_logprobs.push_back({seq->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
+  }
+  return seq;
+}
+
+void OutputProcessor::Process(const SchedulerOutput& out, std::span<float> logits) {
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  size_t logits_row = 0;
   for (const ScheduledWork& w : out.work) {
     Sequence* s = w.seq;
     const int prompt_part = std::max(0, std::min(s->num_computed + w.num_new_tokens, s->prompt_len) - s->num_computed);
-    stats_.prompt_tokens_total += prompt_part;
+    parts_.stats->prompt_tokens_total += prompt_part;
     s->num_computed += w.num_new_tokens;
     if (!s->window.sliding()) {
-      cache_->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
+      parts_.cache->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
     }
     // Rows [logits_row, logits_row + num_logits) hold the logits of the chunk's last positions.
-    std::span<float> rows(&logits_[static_cast<size_t>(logits_row) * vocab_size_],
-                          static_cast<size_t>(w.num_logits) * vocab_size_);
-    logits_row += w.num_logits;
+    std::span<float> rows = logits.subspan(logits_row * vocab, static_cast<size_t>(w.num_logits) * vocab);
+    logits_row += static_cast<size_t>(w.num_logits);
     if (s->finished()) continue;  // e.g. aborted while its step ran
     const int first_position = s->num_computed - w.num_logits;
     const bool ends_known_tokens = s->num_computed == static_cast<int>(s->tokens.size());
     for (int k = 0; k + (ends_known_tokens ? 1 : 0) < w.num_logits; ++k) {
-      ScorePromptToken(s, first_position + k, rows.subspan(static_cast<size_t>(k) * vocab_size_, vocab_size_));
+      ScorePromptToken(s, first_position + k, rows.subspan(static_cast<size_t>(k) * vocab, vocab));
     }
     if (!ends_known_tokens) continue;  // prefill continues
     CHECK_GE(w.num_logits, 1) << "sequence " << s->id << " reached its last token without logits";
@@ -37,7 +78,7 @@ void EngineCore::ProcessOutputs(const SchedulerOutput& out) {
       CHECK(!s->prompt_logprobs_pending()) << "prompt logprobs incomplete at the end of the prompt";
       StreamDelta delta;
       delta.index = s->choice;
-      delta.prompt_logprobs = std::move(s->prompt_logprobs);
+      delta.prompt_logprobs = std::move(s->output->prompt_logprobs);
       s->wants_prompt_logprobs = false;
       r->stream->Push(std::move(delta));
     }
@@ -45,26 +86,27 @@ void EngineCore::ProcessOutputs(const SchedulerOutput& out) {
       FinishWithoutTokens(r);
       continue;
     }
-    std::span<float> row = rows.last(vocab_size_);
+    std::span<float> row = rows.last(vocab);
     if (r->params.n > 1 && s->choice == 0 && !s->forked_children) ForkChoices(s, row);
     SampleAndEmit(s, row);
     if (config_.recompute_every_token && !s->finished()) {
-      cache_->Free(s->id);
+      parts_.cache->Free(s->id);
       s->holds_cache = false;
       s->num_computed = 0;
     }
   }
 }
 
-void EngineCore::ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits) {
-  CHECK(seq->prompt_logprobs_pending() && pos == static_cast<int>(seq->prompt_logprobs.size()) - 1)
+void OutputProcessor::ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits) {
+  CHECK(seq->prompt_logprobs_pending() && pos == seq->num_prompt_logprobs - 1)
       << "logits row for position " << pos << " of sequence " << seq->id << " that scores nothing";
   const int32_t id = seq->tokens[static_cast<size_t>(pos) + 1];
   SampledToken scored = ScoreToken(logits, id, seq->request->params.sampling.prompt_logprobs);
-  seq->prompt_logprobs.push_back({id, scored.logprob, std::move(scored.top_logprobs)});
+  seq->output->prompt_logprobs.push_back({id, scored.logprob, std::move(scored.top_logprobs)});
+  ++seq->num_prompt_logprobs;
 }
 
-void EngineCore::FinishWithoutTokens(Request* r) {
+void OutputProcessor::FinishWithoutTokens(Request* r) {
   for (auto& s : r->seqs) {
     s->forked_children = true;  // no fork will happen
     StreamDelta delta;
@@ -75,28 +117,30 @@ void EngineCore::FinishWithoutTokens(Request* r) {
   }
 }
 
-void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
+void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   Request* r = seq->request;
+  SequenceOutput& out = *seq->output;
   Profiler::Scope sample_scope(config_.profiler, ProfileOp::kSample);
-  const SampledToken sampled = seq->sampler->Sample(logits, scratch_);
+  const SampledToken sampled = out.sampler->Sample(logits, scratch_);
   sample_scope.Stop();
   Profiler::Scope detok_scope(config_.profiler, ProfileOp::kDetokenize);
   const int32_t id = sampled.id;
   seq->tokens.push_back(id);
-  seq->sampler->Accept(id);
+  out.sampler->Accept(id);
   ++seq->num_generated;
   ++r->usage.completion_tokens;
-  ++stats_.generation_tokens_total;
+  EngineStats& stats = *parts_.stats;
+  ++stats.generation_tokens_total;
 
   const Clock::time_point now = Clock::now();
   if (!r->first_token) {
     r->first_token = now;
     r->usage.time_to_first_token_s = Seconds(now - r->submitted);
-    stats_.time_to_first_token.Observe(r->usage.time_to_first_token_s);
+    stats.time_to_first_token.Observe(r->usage.time_to_first_token_s);
   } else if (seq->num_generated > 1) {
-    stats_.inter_token_latency.Observe(Seconds(now - seq->last_token_time));
+    stats.inter_token_latency.Observe(Seconds(now - out.last_token_time));
   }
-  seq->last_token_time = now;
+  out.last_token_time = now;
 
   StreamDelta delta;
   delta.index = seq->choice;
@@ -105,39 +149,39 @@ void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
     delta.logprobs.push_back({id, sampled.logprob, sampled.top_logprobs});
   }
   std::optional<FinishReason> finish;
-  const bool stop_token = seq->sampler->IsStopToken(id);
+  const bool stop_token = out.sampler->IsStopToken(id);
   if (stop_token) finish = FinishReason::kStop;
-  if (seq->detokenizer && !stop_token) {
-    const std::string piece = seq->detokenizer->Push(id);
+  if (out.detokenizer && !stop_token) {
+    const std::string piece = out.detokenizer->Push(id);
     // Stop strings apply once min_tokens have been generated.
     if (seq->num_generated > r->params.sampling.min_tokens) {
-      StopMatcherOutput m = seq->stop->Feed(piece);
+      StopMatcherOutput m = out.stop->Feed(piece);
       delta.text = std::move(m.text);
       if (m.stop_index) {
         finish = FinishReason::kStop;
-        seq->matched_stop = seq->stop->stop_strings()[*m.stop_index];
+        out.matched_stop = out.stop->stop_strings()[*m.stop_index];
       }
     } else {
       delta.text = piece;
     }
   }
   if (!finish && seq->num_generated >= r->params.sampling.max_tokens) finish = FinishReason::kLength;
-  if (!finish && !seq->window.sliding() && static_cast<int>(seq->tokens.size()) >= max_model_len_) {
+  if (!finish && !seq->window.sliding() && static_cast<int>(seq->tokens.size()) >= config_.max_model_len) {
     finish = FinishReason::kLength;
   }
-  if (finish && seq->detokenizer && seq->matched_stop.empty()) {
+  if (finish && out.detokenizer && out.matched_stop.empty()) {
     // Release held-back bytes and text that could have started a stop string.
-    StopMatcherOutput m = seq->stop->Feed(seq->detokenizer->Flush());
+    StopMatcherOutput m = out.stop->Feed(out.detokenizer->Flush());
     delta.text += m.text;
     if (m.stop_index) {
-      seq->matched_stop = seq->stop->stop_strings()[*m.stop_index];
+      out.matched_stop = out.stop->stop_strings()[*m.stop_index];
     } else {
-      delta.text += seq->stop->Finish();
+      delta.text += out.stop->Finish();
     }
   }
   if (finish) {
     delta.finish_reason = finish;
-    delta.matched_stop = seq->matched_stop;
+    delta.matched_stop = out.matched_stop;
   }
   detok_scope.Stop();
   Profiler::Scope publish_scope(config_.profiler, ProfileOp::kPublish);
@@ -146,14 +190,15 @@ void EngineCore::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   if (finish) FinishSequence(seq, *finish);
 }
 
-void EngineCore::ForkChoices(Sequence* parent, std::span<const float> logits) {
+void OutputProcessor::ForkChoices(Sequence* parent, std::span<const float> logits) {
   parent->forked_children = true;
   Request* r = parent->request;
+  Scheduler& scheduler = *parts_.scheduler;
   for (size_t c = 1; c < r->seqs.size(); ++c) {
     Sequence* child = r->seqs[c].get();
     child->window = parent->window;
-    std::optional<std::vector<std::pair<BlockId, BlockId>>> copies = cache_->Fork(parent->id, child->id);
-    if (copies && backend_->CopyBlocks(*copies).ok()) {
+    std::optional<std::vector<std::pair<BlockId, BlockId>>> copies = parts_.cache->Fork(parent->id, child->id);
+    if (copies && parts_.runner->CopyBlocks(*copies).ok()) {
       child->holds_cache = true;
       child->tokens = parent->tokens;
       child->num_computed = parent->num_computed;
@@ -162,26 +207,26 @@ void EngineCore::ForkChoices(Sequence* parent, std::span<const float> logits) {
       std::copy(logits.begin(), logits.end(), fork_logits_.begin());
       // The running set never exceeds max_num_seqs (nor a step's logits rows): a choice that
       // does not fit waits, holding its forked cache.
-      if (scheduler_->has_running_room()) {
-        scheduler_->AddRunning(child);
+      if (scheduler.has_running_room()) {
+        scheduler.AddRunning(child);
       } else {
-        scheduler_->AddWaiting(child);
+        scheduler.AddWaiting(child);
       }
       SampleAndEmit(child, fork_logits_);
     } else {
       // No block for the copy: the choice prefills on its own (its full prompt blocks come
       // from the prefix cache).
-      if (copies) cache_->Free(child->id);
-      scheduler_->AddWaiting(child);
+      if (copies) parts_.cache->Free(child->id);
+      scheduler.AddWaiting(child);
     }
   }
 }
 
-void EngineCore::FinishSequence(Sequence* seq, FinishReason reason) {
+void OutputProcessor::FinishSequence(Sequence* seq, FinishReason reason) {
   if (seq->finished()) return;
   seq->finish = reason;
   seq->state = SeqState::kFinished;
-  scheduler_->Remove(seq);
+  parts_.scheduler->Remove(seq);
   ReleaseSequence(seq);
   Request* r = seq->request;
   // A request's other choices that never started (n > 1, before the fork) end with it.
@@ -203,18 +248,18 @@ void EngineCore::FinishSequence(Sequence* seq, FinishReason reason) {
   MaybeFinishRequest(r);
 }
 
-void EngineCore::ReleaseSequence(Sequence* seq) {
+void OutputProcessor::ReleaseSequence(Sequence* seq) {
   const Request* r = seq->request;
   if (seq->session_attached) {
-    sessions_->Detach(r->params.tenant, r->params.session_id, seq);
+    parts_.sessions->Detach(r->params.tenant, r->params.session_id, seq);
     seq->session_attached = false;
   } else if (seq->holds_cache) {
-    cache_->Free(seq->id);
+    parts_.cache->Free(seq->id);
   }
   seq->holds_cache = false;
 }
 
-void EngineCore::MaybeFinishRequest(Request* r) {
+void OutputProcessor::MaybeFinishRequest(Request* r) {
   if (r->done || !r->all_finished()) return;
   r->done = true;
   r->usage.duration_s = Seconds(Clock::now() - r->submitted);
@@ -222,22 +267,27 @@ void EngineCore::MaybeFinishRequest(Request* r) {
   if (!r->error.ok()) {
     outcome = r->error.code() == StatusCode::kCancelled ? RequestOutcome::kAborted : RequestOutcome::kError;
   }
-  ++stats_.requests_total[static_cast<int>(outcome)];
-  stats_.request_duration.Observe(r->usage.duration_s);
-  LeaveQueue(r);  // before the client can see the end
+  ++parts_.stats->requests_total[static_cast<int>(outcome)];
+  parts_.stats->request_duration.Observe(r->usage.duration_s);
+  if (parts_.on_request_end) parts_.on_request_end(r);  // before the client can see the end
   r->stream->Finish(r->error, r->usage);
   LOG_DEBUG("request {} done: prompt {} (cached {}), generated {}, ttft {:.3f}s, {:.3f}s, {}", r->id,
             r->usage.prompt_tokens, r->usage.cached_prompt_tokens, r->usage.completion_tokens,
             r->usage.time_to_first_token_s, r->usage.duration_s, r->error.ok() ? "ok" : r->error.ToString());
-  --num_in_flight_;
-  finished_requests_.push_back(r->id);
+  finished_.push_back(r->id);
 }
 
-void EngineCore::FailRequest(Request* r, Status why) {
+void OutputProcessor::FailRequest(Request* r, Status why) {
   if (r->done) return;
   r->error = std::move(why);
   for (auto& s : r->seqs) FinishSequence(s.get(), FinishReason::kError);
   MaybeFinishRequest(r);
+}
+
+std::vector<uint64_t> OutputProcessor::TakeFinished() {
+  std::vector<uint64_t> ids;
+  ids.swap(finished_);
+  return ids;
 }
 
 }  // namespace kvserve

@@ -1,5 +1,7 @@
 // Request and Sequence: the engine thread's state for one submitted request and each of its
 // choices. A Sequence is what the scheduler schedules and what owns a KV cache sequence id.
+// It holds the scheduling state; its output state (sampler, detokenizer, stop matcher) is a
+// SequenceOutput (output_processor.h) that only the OutputProcessor reads.
 //
 // Token bookkeeping of a sequence:
 //   tokens        all tokens in order (prompt, then generated), including any that a sliding
@@ -7,10 +9,11 @@
 //   num_computed  tokens[0, num_computed) have been run through the model;
 //   num_evicted   tokens after the sink blocks that the window removed; the cache position of
 //                 token i (i beyond the evicted run) is i - num_evicted.
-// Prompt logprobs (request sampling.prompt_logprobs >= 0, choice 0): prompt_logprobs[k] is
-// prompt token k's entry (entry 0 has none), computed from the logits at position k - 1;
-// they are complete when prompt_logprobs.size() == prompt_len, which happens before the first
-// token is sampled (generation needs the whole prompt computed).
+// Prompt logprobs (request sampling.prompt_logprobs >= 0, choice 0): prompt tokens
+// [0, num_prompt_logprobs) have their entry (token 0 has none, so it starts at 1); the entry
+// of token k comes from the logits at position k - 1. They are complete when
+// num_prompt_logprobs == prompt_len, which happens before the first token is sampled
+// (generation needs the whole prompt computed).
 // Engine thread only.
 #pragma once
 
@@ -24,17 +27,15 @@
 
 #include "cache/kv_cache_manager.h"
 #include "cache/window_policy.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
-#include "engine/sampler.h"
-#include "engine/stop_matcher.h"
 
 namespace kvserve {
 
 using Clock = std::chrono::steady_clock;
 
 struct Request;
+struct SequenceOutput;  // output_processor.h
 
 enum class SeqState { kWaiting, kRunning, kSwapped, kFinished };
 
@@ -53,25 +54,23 @@ struct Sequence {
   bool scheduled_once = false;  // for the prefix-hit count of the first schedule
   bool session_attached = false;  // choice 0 of a session request that holds the session
   WindowPolicy window;
-
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<StreamingDetokenizer> detokenizer;
-  std::unique_ptr<StopMatcher> stop;
   std::optional<FinishReason> finish;
-  std::string matched_stop;
-  Clock::time_point last_token_time{};
   bool wants_prompt_logprobs = false;
-  std::vector<TokenLogprob> prompt_logprobs;
+  int num_prompt_logprobs = 0;
+
+  std::unique_ptr<SequenceOutput> output;  // null in tests that drive the scheduler alone
+
+  Sequence();
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
 
   int cache_position() const { return num_computed - num_evicted; }
-  bool prompt_logprobs_pending() const {
-    return wants_prompt_logprobs && static_cast<int>(prompt_logprobs.size()) < prompt_len;
-  }
+  bool prompt_logprobs_pending() const { return wants_prompt_logprobs && num_prompt_logprobs < prompt_len; }
   // The first token index whose logits this sequence needs: every prompt position from the
   // next unscored one while prompt logprobs are pending, else only the last token.
   int first_logits_position() const {
-    return prompt_logprobs_pending() ? static_cast<int>(prompt_logprobs.size()) - 1
-                                     : static_cast<int>(tokens.size()) - 1;
+    return prompt_logprobs_pending() ? num_prompt_logprobs - 1 : static_cast<int>(tokens.size()) - 1;
   }
   // Prompt logprobs need logits at every prompt position: no prefix-cache hit.
   bool reads_prefix_cache() const { return !wants_prompt_logprobs; }
