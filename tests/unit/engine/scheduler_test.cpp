@@ -1,7 +1,11 @@
-// Scheduler against a real KvCacheManager, with no model: aging bounds every wait, the
-// running set and the logits rows stay within max_num_seqs, and the byte movements of a
-// step come in an order that is safe to run (a sequence's window copies and key shifts
-// before its own swap-out; nothing for a sequence whose blocks were freed).
+// Scheduler against a real KvCacheManager, with no model: admission under the token,
+// sequence and KV budgets (in order, chunking the prompt that reaches the token budget,
+// after the cached prefix), aging bounds every wait, the running set and the logits rows
+// stay within max_num_seqs, preemption takes the lowest priority then the latest arrival,
+// swapped sequences come back before new ones, a forked choice (n > 1) keeps its cache
+// while it waits, and the byte movements of a step come in an order that is safe to run
+// (a sequence's window copies and key shifts before its own swap-out; nothing for a
+// sequence whose blocks were freed).
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -50,7 +54,7 @@ class Requests {
     r->submitted = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(waited_seconds));
     auto s = std::make_unique<Sequence>();
-    s->id = 100 + requests_.size();
+    s->id = next_seq_id_++;
     s->request = r.get();
     s->tokens = Tokens(static_cast<int>(1000 * requests_.size()), num_tokens);
     s->prompt_len = num_tokens;
@@ -58,9 +62,22 @@ class Requests {
     requests_.push_back(std::move(r));
     return requests_.back()->seqs[0].get();
   }
+  // Another choice (n > 1) of first's request, with first's prompt.
+  Sequence* AddChoice(Sequence* first) {
+    Request* r = first->request;
+    auto s = std::make_unique<Sequence>();
+    s->id = next_seq_id_++;
+    s->request = r;
+    s->choice = static_cast<int>(r->seqs.size());
+    s->tokens = first->tokens;
+    s->prompt_len = first->prompt_len;
+    r->seqs.push_back(std::move(s));
+    return r->seqs.back().get();
+  }
 
  private:
   std::vector<std::unique_ptr<Request>> requests_;
+  SeqId next_seq_id_ = 100;
 };
 
 // What the engine does after a step: the scheduled tokens are computed.
@@ -131,7 +148,7 @@ TEST(SchedulerTest, PromptLogprobsTakeOneRowPerPositionAndAreChunkedToTheRows) {
   Requests requests;
   Sequence* scored = requests.Add(8);
   scored->wants_prompt_logprobs = true;
-  scored->prompt_logprobs.push_back({scored->tokens[0], 0, {}});  // token 0 has no logprob
+  scored->num_prompt_logprobs = 1;  // token 0 has no logprob
   Sequence* plain = requests.Add(5);
   scheduler.AddWaiting(scored);
   scheduler.AddWaiting(plain);
@@ -219,6 +236,203 @@ TEST(SchedulerTest, ARecomputePreemptedSequenceKeepsNoByteMovements) {
   EXPECT_TRUE(out.block_ops.empty());
   EXPECT_FALSE(scene.cache.Contains(scene.v->id));
   EXPECT_TRUE(scene.cache.VerifyIntegrity().ok());
+}
+
+// What the engine does after a step that ran: the scheduled tokens are computed and every
+// sequence that reached the end of its tokens gets a sampled one.
+void Decode(const SchedulerOutput& out) {
+  Advance(out);
+  for (const ScheduledWork& w : out.work) {
+    if (w.seq->num_uncomputed() == 0) w.seq->tokens.push_back(7);
+  }
+}
+
+// A sequence that has computed `computed` tokens and holds their cache, running.
+void MakeRunning(KvCacheManager* cache, Scheduler* scheduler, Sequence* seq, int computed) {
+  ASSERT_TRUE(cache->AllocateSlots(seq->id, computed).has_value());
+  seq->num_computed = computed;
+  seq->holds_cache = true;
+  scheduler->AddRunning(seq);
+}
+
+TEST(SchedulerTest, TheTokenBudgetAdmitsInArrivalOrderAndChunksThePromptThatReachesIt) {
+  KvCacheManager cache(Spec(), CacheConfig(64));
+  Scheduler scheduler(Config(8, 10), &cache, nullptr);
+  Requests requests;
+  Sequence* a = requests.Add(6);
+  Sequence* b = requests.Add(6);
+  Sequence* c = requests.Add(6);
+  for (Sequence* s : {c, a, b}) scheduler.AddWaiting(s);  // added out of order: arrival decides
+  SchedulerOutput out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 2u);
+  EXPECT_EQ(out.work[0].seq, a);
+  EXPECT_EQ(out.work[0].num_new_tokens, 6);
+  EXPECT_EQ(out.work[0].num_logits, 1);
+  EXPECT_EQ(out.work[1].seq, b);
+  EXPECT_EQ(out.work[1].num_new_tokens, 4);  // the rest of the budget; no logits yet
+  EXPECT_EQ(out.work[1].num_logits, 0);
+  EXPECT_EQ(out.num_batched_tokens, 10);
+  EXPECT_EQ(c->state, SeqState::kWaiting);
+  EXPECT_FALSE(cache.Contains(c->id));  // a waiting request holds no blocks
+  Decode(out);
+  // Running sequences first (a's decode token, b's last 2 prompt tokens), then c fits.
+  out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 3u);
+  EXPECT_EQ(out.work[0].seq, a);
+  EXPECT_EQ(out.work[0].num_new_tokens, 1);
+  EXPECT_EQ(out.work[1].seq, b);
+  EXPECT_EQ(out.work[1].num_new_tokens, 2);
+  EXPECT_EQ(out.work[1].num_logits, 1);
+  EXPECT_EQ(out.work[2].seq, c);
+  EXPECT_EQ(out.work[2].num_new_tokens, 6);
+  EXPECT_EQ(out.num_batched_tokens, 9);
+}
+
+TEST(SchedulerTest, APromptThatDoesNotFitTheCacheWaitsHoldingNothingUntilBlocksAreFree) {
+  KvCacheManager cache(Spec(), CacheConfig(4));  // 16 tokens
+  Scheduler scheduler(Config(8, 64), &cache, nullptr);
+  Requests requests;
+  Sequence* a = requests.Add(12);  // 3 blocks
+  Sequence* b = requests.Add(8);   // 2 blocks: only 1 left
+  scheduler.AddWaiting(a);
+  scheduler.AddWaiting(b);
+  SchedulerOutput out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 1u);
+  EXPECT_EQ(out.work[0].seq, a);
+  EXPECT_TRUE(out.preempted.empty());
+  EXPECT_EQ(b->state, SeqState::kWaiting);
+  EXPECT_FALSE(cache.Contains(b->id));
+  EXPECT_EQ(cache.num_free_blocks(), 1);
+  Decode(out);
+  // a ends (the engine removes it and frees its cache): b is admitted whole.
+  scheduler.Remove(a);
+  cache.Free(a->id);
+  out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 1u);
+  EXPECT_EQ(out.work[0].seq, b);
+  EXPECT_EQ(out.work[0].num_new_tokens, 8);
+  EXPECT_EQ(b->state, SeqState::kRunning);
+  EXPECT_TRUE(cache.VerifyIntegrity().ok());
+}
+
+TEST(SchedulerTest, AdmissionStartsAfterTheCachedPrefix) {
+  KvCacheManager cache(Spec(), CacheConfig(16));
+  Scheduler scheduler(Config(8, 64), &cache, nullptr);
+  Requests requests;
+  Sequence* a = requests.Add(10);
+  scheduler.AddWaiting(a);
+  SchedulerOutput out = scheduler.Schedule();
+  Decode(out);
+  cache.CommitComputed(a->id, a->tokens, a->num_computed, "");  // publishes 2 full blocks
+  Sequence* b = requests.Add(11);
+  std::copy_n(a->tokens.begin(), 9, b->tokens.begin());  // 2 blocks and 1 token in common
+  scheduler.AddWaiting(b);
+  out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 2u);
+  EXPECT_EQ(out.work[1].seq, b);
+  EXPECT_EQ(b->num_computed, 8);  // whole blocks only
+  EXPECT_EQ(out.work[1].num_new_tokens, 3);
+}
+
+// Three running sequences fill the 6-block pool, each about to need a third block: x
+// (priority 0, arrived last), y and z (priority 5; y arrived first). x comes first and
+// finds no block, so the worst-ranked sequence, z (low priority, later arrival than y), is
+// preempted; y then takes the last free block. Nothing new is admitted in that step.
+struct PreemptionScene {
+  explicit PreemptionScene(bool swap) : cache(Spec(), CacheConfig(6, /*host_blocks=*/16)) {
+    SchedulerConfig config = Config(8, 64);
+    config.preempt_by_swap = swap;
+    scheduler = std::make_unique<Scheduler>(config, &cache, nullptr);
+    y = requests.Add(9, /*priority=*/5);
+    z = requests.Add(9, /*priority=*/5);
+    x = requests.Add(9, /*priority=*/0);
+    for (Sequence* s : {y, z, x}) MakeRunning(&cache, scheduler.get(), s, 8);
+    newcomer = requests.Add(4, /*priority=*/-100);
+    scheduler->AddWaiting(newcomer);
+  }
+  KvCacheManager cache;
+  std::unique_ptr<Scheduler> scheduler;
+  Requests requests;
+  Sequence *x = nullptr, *y = nullptr, *z = nullptr, *newcomer = nullptr;
+};
+
+TEST(SchedulerTest, PreemptionTakesTheLowestPriorityThenTheLatestArrival) {
+  PreemptionScene scene(/*swap=*/false);
+  const SchedulerOutput out = scene.scheduler->Schedule();
+  ASSERT_EQ(out.preempted, std::vector<Sequence*>{scene.z});
+  ASSERT_EQ(out.work.size(), 2u);
+  EXPECT_EQ(out.work[0].seq, scene.x);
+  EXPECT_EQ(out.work[1].seq, scene.y);
+  EXPECT_EQ(scene.newcomer->state, SeqState::kWaiting);  // memory is short: nobody new
+  // Recompute: z drops its cache and waits to re-prefill all it has.
+  EXPECT_EQ(scene.z->state, SeqState::kWaiting);
+  EXPECT_EQ(scene.z->num_computed, 0);
+  EXPECT_FALSE(scene.cache.Contains(scene.z->id));
+  EXPECT_EQ(scene.scheduler->num_preemptions(), 1);
+  EXPECT_EQ(scene.scheduler->num_waiting(), 2);
+  EXPECT_TRUE(out.block_ops.empty());
+}
+
+TEST(SchedulerTest, SwappedSequencesComeBackBeforeNewArrivals) {
+  PreemptionScene scene(/*swap=*/true);
+  SchedulerOutput out = scene.scheduler->Schedule();
+  ASSERT_EQ(out.preempted, std::vector<Sequence*>{scene.z});
+  EXPECT_EQ(scene.z->state, SeqState::kSwapped);
+  EXPECT_EQ(scene.z->num_computed, 8);  // its cache is on the host
+  ASSERT_EQ(out.block_ops.size(), 1u);
+  EXPECT_EQ(out.block_ops[0].kind, BlockOp::Kind::kSwapOut);
+  EXPECT_EQ(out.block_ops[0].swap.device_host.size(), 2u);
+  Decode(out);
+  // y ends: 3 blocks free. z comes back (2 blocks + 1 for its token) before the newcomer,
+  // whose priority is better, is considered; nothing is left for the newcomer.
+  scene.scheduler->Remove(scene.y);
+  scene.cache.Free(scene.y->id);
+  out = scene.scheduler->Schedule();
+  ASSERT_EQ(out.work.size(), 2u);
+  EXPECT_EQ(out.work[0].seq, scene.x);
+  EXPECT_EQ(out.work[1].seq, scene.z);
+  EXPECT_EQ(out.work[1].num_new_tokens, 1);
+  ASSERT_EQ(out.block_ops.size(), 1u);
+  EXPECT_EQ(out.block_ops[0].kind, BlockOp::Kind::kSwapIn);
+  EXPECT_EQ(scene.newcomer->state, SeqState::kWaiting);
+  EXPECT_EQ(scene.scheduler->num_swapped(), 0);
+  EXPECT_TRUE(scene.cache.VerifyIntegrity().ok());
+}
+
+// n = 2 with room for one running sequence: the second choice, forked from the first
+// after its prompt, waits holding its forked cache, keeps it while it cannot run, and
+// resumes from it (no new prefill) once the first choice ends.
+TEST(SchedulerTest, AForkedChoiceWaitsWithItsCacheAndResumesFromIt) {
+  KvCacheManager cache(Spec(), CacheConfig(16));
+  Scheduler scheduler(Config(1, 64), &cache, nullptr);
+  Requests requests;
+  Sequence* first = requests.Add(6);
+  Sequence* second = requests.AddChoice(first);
+  scheduler.AddWaiting(first);
+  SchedulerOutput out = scheduler.Schedule();
+  Decode(out);  // the prompt is done; the first choice sampled a token
+  // The engine forks the second choice from the first (the same prompt cache).
+  ASSERT_TRUE(cache.Fork(first->id, second->id).has_value());
+  second->tokens = first->tokens;
+  second->tokens.back() = 8;  // it sampled another token
+  second->num_computed = first->num_computed;
+  second->holds_cache = true;
+  ASSERT_FALSE(scheduler.has_running_room());
+  scheduler.AddWaiting(second);
+  out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 1u);
+  EXPECT_EQ(out.work[0].seq, first);
+  EXPECT_TRUE(cache.Contains(second->id));  // not given back while it waits
+  EXPECT_EQ(second->num_computed, 6);
+  Decode(out);
+  scheduler.Remove(first);
+  cache.Free(first->id);
+  out = scheduler.Schedule();
+  ASSERT_EQ(out.work.size(), 1u);
+  EXPECT_EQ(out.work[0].seq, second);
+  EXPECT_EQ(out.work[0].num_new_tokens, 1);  // its own token only
+  EXPECT_EQ(out.work[0].num_logits, 1);
+  EXPECT_TRUE(cache.VerifyIntegrity().ok());
 }
 
 }  // namespace
