@@ -63,13 +63,10 @@ GenerationStreamReactor::GenerationStreamReactor(GrpcCallInfo info, std::shared_
 
 GenerationStreamReactor* GenerationStreamReactor::Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream) {
   auto* reactor = new GenerationStreamReactor(std::move(info), std::move(stream));
-  std::shared_ptr<Link> link = reactor->link_;
   // gRPC binds the reactor only after the handler returns it, so OnDone cannot run (and
   // delete it) before this returns.
-  reactor->stream_->SetListener([link] {
-    std::lock_guard<std::recursive_mutex> lock(link->mu);
-    if (link->reactor != nullptr) link->reactor->Pump();
-  });
+  reactor->stream_->SetListener(
+      PostingListener(reactor->link_, reactor->info_.executor, &GenerationStreamReactor::Pump));
   return reactor;
 }
 
@@ -156,11 +153,8 @@ GenerationUnaryReactor::GenerationUnaryReactor(GrpcCallInfo info, std::shared_pt
 GenerationUnaryReactor* GenerationUnaryReactor::Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
                                                       grpc::ByteBuffer* response) {
   auto* reactor = new GenerationUnaryReactor(std::move(info), std::move(stream), response);
-  std::shared_ptr<Link> link = reactor->link_;
-  reactor->stream_->SetListener([link] {
-    std::lock_guard<std::recursive_mutex> lock(link->mu);
-    if (link->reactor != nullptr) link->reactor->Collect();
-  });
+  reactor->stream_->SetListener(
+      PostingListener(reactor->link_, reactor->info_.executor, &GenerationUnaryReactor::Collect));
   return reactor;
 }
 

@@ -2,9 +2,12 @@
 // (server streaming: GenerateStream, ChatStream) and GenerationUnaryReactor (Generate, Chat).
 //
 // Flow: the reactor owns the RequestStream of a submitted request and sets its listener.
-// The listener runs on the engine thread whenever output arrives; it drains the stream and
-// starts the next write (streaming) or, once the request is over, finishes the call. At
-// most one write is in flight; deltas that arrive meanwhile are batched into the next message.
+// The listener runs on the engine thread whenever output arrives; it only posts the reactor
+// to the ReactorExecutor (at most one post queued per reactor), whose thread drains the
+// stream and starts the next write (streaming) or, once the request is over, finishes the
+// call. So the engine thread never waits for a reactor's mutex, which gRPC's threads hold
+// while they run the reactor's reactions. At most one write is in flight; deltas that
+// arrive meanwhile are batched into the next message.
 // A cancelled call (client cancel, deadline, server shutdown past its grace) or a failed
 // write aborts the engine request (Engine::Abort), which frees its KV blocks within a step.
 //
@@ -13,15 +16,17 @@
 // protos and serialize them with SerializeMessage.
 //
 // Lifetime and threads: gRPC deletes nothing; each reactor deletes itself in OnDone. The
-// listener may still be called by the engine thread after that, so it holds a shared
-// `Link` (mutex + reactor pointer) that OnDone clears. All reactor state is guarded by
+// listener and a posted task may still run after that, so they hold a shared `Link` (mutex
+// + reactor pointer) that OnDone clears. All reactor state is guarded by
 // Link::mu (recursive, so a reaction that gRPC ran inline from StartWrite/Finish on the same
 // thread cannot deadlock); nothing touches the reactor after Finish() is called.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +35,7 @@
 #include "common/check.h"
 #include "engine/engine.h"
 #include "generation.grpc.pb.h"
+#include "server/grpc/reactor_executor.h"
 
 namespace kvserve {
 
@@ -60,6 +66,7 @@ struct GrpcCallInfo {
   std::string method;   // e.g. "GenerateStream"
   std::string peer;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::weak_ptr<ReactorExecutor> executor;  // the service's; gone once the service is
 };
 
 // grpc::Status for a kvserve Status (code via server/error_mapping).
@@ -72,7 +79,27 @@ template <typename Reactor>
 struct ReactorLink {
   std::recursive_mutex mu;
   Reactor* reactor = nullptr;
+  std::atomic<bool> posted{false};  // a reaction is queued on the executor and has not started
 };
+
+// The stream listener of a reactor (run on the engine thread): posts `react` (Pump or
+// Collect) to the executor unless a post is already queued, which will see this output (it
+// clears `posted` before it drains). It never takes link->mu, so gRPC threads holding it
+// cannot stall the engine.
+template <typename Reactor>
+std::function<void()> PostingListener(std::shared_ptr<ReactorLink<Reactor>> link,
+                                      std::weak_ptr<ReactorExecutor> executor, void (Reactor::*react)()) {
+  return [link = std::move(link), executor = std::move(executor), react] {
+    if (link->posted.exchange(true)) return;
+    std::shared_ptr<ReactorExecutor> e = executor.lock();
+    if (e == nullptr) return;  // the service is gone (shut down)
+    e->Post([link, react] {
+      link->posted = false;
+      std::lock_guard<std::recursive_mutex> lock(link->mu);
+      if (link->reactor != nullptr) (link->reactor->*react)();
+    });
+  };
+}
 
 class GenerationStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:

@@ -19,9 +19,10 @@
 // NOT_SERVING for good, stops accepting calls and gives running ones `grace_seconds` before
 // cancelling them (which aborts their engine requests).
 //
-// Threads: handlers and reactions run on gRPC's threads, listeners on the engine thread;
-// the service itself is immutable after construction except the builder's lazily detected
-// template.
+// Threads: handlers and reactions run on gRPC's threads, listeners on the engine thread
+// (they post to the service's ReactorExecutor, whose thread drains the streams and starts
+// writes); the service itself is immutable after construction except the builder's lazily
+// detected template.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -200,6 +201,7 @@ class GenerationService final : public GenerationServiceBase {
     info.model = ctx_->model_id;
     info.method = method;
     info.peer = call->peer();
+    info.executor = executor_;
     return info;
   }
 
@@ -258,6 +260,9 @@ class GenerationService final : public GenerationServiceBase {
   ServerContext* const ctx_;
   const ApiKeyAuth auth_;
   RequestBuilder builder_;
+  // Reactors react to engine output on its thread (grpc_reactors.h); they hold weak
+  // references, so it goes with the service, after the server has shut down.
+  const std::shared_ptr<ReactorExecutor> executor_ = std::make_shared<ReactorExecutor>();
 };
 
 class GrpcServerImpl final : public GrpcServer {
