@@ -1,4 +1,4 @@
-// Blocking HTTP/1.1 client, chunked decoding and SSE parsing for bench-serve.
+// Blocking HTTP/1.1 client, chunked decoding and SSE parsing for the tools.
 #include "tools/http_client/http_client.h"
 
 #include <fmt/format.h>
@@ -219,6 +219,8 @@ StatusOr<ResponseHead> ParseResponseHead(std::string_view head) {
         return UnavailableError(fmt::format("malformed Content-Length '{}'", value));
       }
       r.content_length = n;
+    } else if (IEquals(name, "content-type")) {
+      r.content_type = std::string(value);
     } else if (IEquals(name, "transfer-encoding")) {
       r.chunked = IContains(value, "chunked");
     } else if (IEquals(name, "connection")) {
@@ -245,6 +247,7 @@ void HttpConnection::Close() {
 
 Status HttpConnection::Connect() {
   Close();
+  bytes_received_ = 0;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -279,10 +282,8 @@ Status HttpConnection::Connect() {
   return OkStatus();
 }
 
-StatusOr<HttpConnection::Response> HttpConnection::Request(std::string_view method, std::string_view target,
-                                                           std::string_view body,
-                                                           const std::vector<std::string>& headers,
-                                                           const std::function<void(int status, std::string_view)>& on_body) {
+std::string HttpConnection::FormatRequest(std::string_view method, std::string_view target, std::string_view body,
+                                          const std::vector<std::string>& headers) const {
   std::string request = fmt::format("{} {}{} HTTP/1.1\r\nHost: {}:{}\r\nAccept: */*\r\n", method, url_.base_path,
                                     target, url_.host, url_.port);
   for (const std::string& h : headers) request += h + "\r\n";
@@ -290,7 +291,104 @@ StatusOr<HttpConnection::Response> HttpConnection::Request(std::string_view meth
   if (!body.empty() || method == "POST") request += fmt::format("Content-Length: {}\r\n", body.size());
   request += "\r\n";
   request.append(body);
+  return request;
+}
 
+Status HttpConnection::Send(std::string_view bytes) {
+  if (fd_ < 0) return UnavailableError("send on a closed connection");
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return UnavailableError(fmt::format("send failed: {}", std::strerror(errno)));
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+StatusOr<bool> HttpConnection::Fill() {
+  if (fd_ < 0) return UnavailableError("read on a closed connection");
+  char block[kReadBytes];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, block, sizeof(block), 0);
+    if (n > 0) {
+      buffer_.append(block, static_cast<size_t>(n));
+      bytes_received_ += n;
+      return true;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return UnavailableError(fmt::format("timed out after {} s without data", timeout_seconds_));
+    }
+    return UnavailableError(fmt::format("recv failed: {}", std::strerror(errno)));
+  }
+}
+
+StatusOr<ResponseHead> HttpConnection::ReadHead() {
+  for (;;) {
+    size_t end;
+    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (buffer_.size() > kMaxHeadBytes) return UnavailableError("response header too large");
+      ASSIGN_OR_RETURN(const bool more, Fill());
+      if (!more) return UnavailableError("the server closed the connection before answering");
+    }
+    StatusOr<ResponseHead> head = ParseResponseHead(std::string_view(buffer_).substr(0, end));
+    buffer_.erase(0, end + 4);
+    if (!head.ok() || head->status != 100) return head;  // 100 Continue: the real head follows
+  }
+}
+
+Status HttpConnection::ReadBody(const ResponseHead& head, const std::function<bool(std::string_view)>& on_body) {
+  constexpr const char* kBroken = "broken stream: the server closed the connection mid-response";
+  if (head.chunked) {
+    ChunkedDecoder decoder;
+    std::string decoded;
+    for (;;) {
+      decoded.clear();
+      const bool fed = decoder.Feed(buffer_, &decoded);
+      buffer_.clear();
+      if (!fed) return UnavailableError("malformed chunked encoding");
+      if (!decoded.empty() && !on_body(decoded)) return OkStatus();
+      if (decoder.done()) break;
+      ASSIGN_OR_RETURN(const bool more, Fill());
+      if (!more) return UnavailableError(kBroken);
+    }
+  } else if (head.content_length >= 0) {
+    for (int64_t left = head.content_length; left > 0;) {
+      if (buffer_.empty()) {
+        ASSIGN_OR_RETURN(const bool more, Fill());
+        if (!more) return UnavailableError(kBroken);
+      }
+      const size_t take = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buffer_.size())));
+      const std::string piece = buffer_.substr(0, take);
+      buffer_.erase(0, take);
+      left -= static_cast<int64_t>(take);
+      if (!on_body(piece)) return OkStatus();
+    }
+  } else {  // delimited by the server closing the connection
+    for (;;) {
+      if (!buffer_.empty()) {
+        const std::string piece = std::move(buffer_);
+        buffer_.clear();
+        if (!on_body(piece)) return OkStatus();
+      }
+      ASSIGN_OR_RETURN(const bool more, Fill());
+      if (!more) break;
+    }
+    Close();
+    return OkStatus();
+  }
+  if (head.close) Close();
+  return OkStatus();
+}
+
+StatusOr<HttpConnection::Response> HttpConnection::Request(std::string_view method, std::string_view target,
+                                                           std::string_view body,
+                                                           const std::vector<std::string>& headers,
+                                                           const std::function<void(int status, std::string_view)>& on_body) {
+  const std::string request = FormatRequest(method, target, body, headers);
   const bool reused = fd_ >= 0;
   bool nothing_received = false;
   StatusOr<Response> r = Attempt(request, on_body, &nothing_received);
@@ -308,94 +406,18 @@ StatusOr<HttpConnection::Response> HttpConnection::Attempt(const std::string& re
                                                            bool* nothing_received) {
   *nothing_received = true;
   if (fd_ < 0) RETURN_IF_ERROR(Connect());
+  const int64_t received_before = bytes_received_;
   Response response;
   response.sent = Clock::now();
-  for (size_t off = 0; off < request.size();) {
-    const ssize_t n = ::send(fd_, request.data() + off, request.size() - off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return UnavailableError(fmt::format("send failed: {}", std::strerror(errno)));
-    }
-    off += static_cast<size_t>(n);
-  }
-
-  std::string head;
-  std::optional<ResponseHead> parsed;
-  ChunkedDecoder chunked;
-  std::string decoded;
-  int64_t body_left = -1;  // Content-Length bodies: bytes still to come
-  std::string block(kReadBytes, '\0');
-  // Consumes body bytes; returns true when the body is complete.
-  auto body_bytes = [&](std::string_view bytes, Status* error) -> bool {
-    if (parsed->chunked) {
-      decoded.clear();
-      if (!chunked.Feed(bytes, &decoded)) {
-        *error = UnavailableError("malformed chunked encoding");
-        return true;
-      }
-      if (!decoded.empty()) on_body(parsed->status, decoded);
-      return chunked.done();
-    }
-    if (body_left >= 0) {
-      const size_t take = static_cast<size_t>(std::min<int64_t>(body_left, static_cast<int64_t>(bytes.size())));
-      if (take > 0) on_body(parsed->status, bytes.substr(0, take));
-      body_left -= static_cast<int64_t>(take);
-      return body_left == 0;
-    }
-    if (!bytes.empty()) on_body(parsed->status, bytes);
-    return false;  // until the server closes
-  };
-
-  for (;;) {
-    const ssize_t n = ::recv(fd_, block.data(), block.size(), 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        return UnavailableError(fmt::format("timed out after {} s without data", timeout_seconds_));
-      }
-      return UnavailableError(fmt::format("recv failed: {}", std::strerror(errno)));
-    }
-    if (n == 0) {
-      if (parsed && !parsed->chunked && parsed->content_length < 0) {  // body delimited by close
-        Close();
-        return response;
-      }
-      return UnavailableError(parsed ? "broken stream: the server closed the connection mid-response"
-                                     : "the server closed the connection before answering");
-    }
-    *nothing_received = false;
-    std::string_view bytes(block.data(), static_cast<size_t>(n));
-    Status error;
-    if (!parsed) {
-      head.append(bytes);
-      const size_t end = head.find("\r\n\r\n");
-      if (end == std::string::npos) {
-        if (head.size() > kMaxHeadBytes) return UnavailableError("response header too large");
-        continue;
-      }
-      StatusOr<ResponseHead> h = ParseResponseHead(std::string_view(head).substr(0, end));
-      if (!h.ok()) return h.status();
-      if (h->status == 100) {  // 100 Continue: the real head follows
-        head.erase(0, end + 4);
-        continue;
-      }
-      parsed = *h;
-      response.status = parsed->status;
-      body_left = parsed->content_length;
-      const std::string rest = head.substr(end + 4);
-      if (!parsed->chunked && body_left == 0) break;
-      if (body_bytes(rest, &error)) {
-        if (!error.ok()) return error;
-        break;
-      }
-      continue;
-    }
-    if (body_bytes(bytes, &error)) {
-      if (!error.ok()) return error;
-      break;
-    }
-  }
-  if (parsed->close) Close();
+  RETURN_IF_ERROR(Send(request));
+  StatusOr<ResponseHead> head = ReadHead();
+  *nothing_received = bytes_received_ == received_before;
+  if (!head.ok()) return head.status();
+  response.status = head->status;
+  RETURN_IF_ERROR(ReadBody(*head, [&](std::string_view bytes) {
+    on_body(head->status, bytes);
+    return true;
+  }));
   return response;
 }
 

@@ -1,7 +1,8 @@
-// A small blocking HTTP/1.1 client for `kvserve bench-serve`: one connection per load
-// generator thread (kept alive between requests), response bodies handed to a callback as
-// they arrive (chunked transfer encoding decoded), and an incremental Server-Sent Events
-// parser. Incremental parsers accept input split at any byte.
+// The one HTTP/1.1 client of the tools (`kvserve bench-serve`, `kvserve soak`): blocking
+// keep-alive connections (one per load thread), response bodies handed to a callback as
+// they arrive (chunked transfer encoding decoded), requests that can be cut at any byte,
+// and an incremental Server-Sent Events parser. Incremental parsers accept input split at
+// any byte.
 //
 // Blocking sockets keep the client cheap: a thread waits in recv() and wakes only when bytes
 // arrive, so the load generator takes little CPU from a server on the same cores.
@@ -66,12 +67,17 @@ struct ResponseHead {
   bool chunked = false;
   int64_t content_length = -1;  // -1: not given
   bool close = false;           // the server closes the connection after this response
+  std::string content_type;     // as sent ("" when absent)
 };
 // Parses the status line and header fields (`head` ends before or at the blank line).
 [[nodiscard]] StatusOr<ResponseHead> ParseResponseHead(std::string_view head);
 
 // One keep-alive connection. Request() connects when needed, and reconnects once when a
 // reused connection turns out to have been closed by the server before answering.
+//
+// The steps Request() is made of are public too, for a client that stops at any byte (the
+// soak's clients that disconnect): Connect, Send (any prefix of FormatRequest's bytes),
+// ReadHead, ReadBody (stopping where on_body returns false), Close.
 class HttpConnection {
  public:
   using Clock = std::chrono::steady_clock;
@@ -93,9 +99,26 @@ class HttpConnection {
                                            std::string_view body, const std::vector<std::string>& headers,
                                            const std::function<void(int status, std::string_view)>& on_body);
 
- private:
-  Status Connect();
+  // ---- The steps. Errors are UNAVAILABLE; after one, Close() before reusing. ----
+  // The request's bytes (Host, Accept, `headers`, and Content-Type/Length for a body or POST).
+  [[nodiscard]] std::string FormatRequest(std::string_view method, std::string_view target, std::string_view body,
+                                          const std::vector<std::string>& headers) const;
+  // (Re)connects.
+  [[nodiscard]] Status Connect();
+  [[nodiscard]] Status Send(std::string_view bytes);
+  // The next response's head (a 100 Continue is skipped).
+  [[nodiscard]] StatusOr<ResponseHead> ReadHead();
+  // Reads the body of the response `head` describes (de-chunked) and passes each piece to
+  // on_body; when it returns false, reading stops there (then Close: the rest is unread).
+  // Closes the connection when the server does (a body delimited by the close, or
+  // head.close once the body is complete).
+  [[nodiscard]] Status ReadBody(const ResponseHead& head, const std::function<bool(std::string_view)>& on_body);
   void Close();
+  [[nodiscard]] bool open() const { return fd_ >= 0; }
+
+ private:
+  // One recv() into buffer_: true when bytes arrived, false when the server closed.
+  [[nodiscard]] StatusOr<bool> Fill();
   // One attempt; *nothing_received tells a stale keep-alive connection from a real failure.
   StatusOr<Response> Attempt(const std::string& request, const std::function<void(int status, std::string_view)>& on_body,
                              bool* nothing_received);
@@ -103,7 +126,8 @@ class HttpConnection {
   Url url_;
   double timeout_seconds_;
   int fd_ = -1;
-  std::string buffer_;  // bytes read past the previous response (none expected)
+  std::string buffer_;        // received bytes not yet consumed
+  int64_t bytes_received_ = 0;  // since the last Connect
 };
 
 }  // namespace kvserve::bench

@@ -1,16 +1,13 @@
-// Plumbing for `kvserve soak` (cli/cli_soak.cpp): a minimal blocking HTTP/1.1 client over
-// POSIX sockets that can stop at any byte (to play a client that disconnects), a child
-// `kvserve serve` process, and readers for /metrics samples and /proc/<pid>/status VmRSS.
+// Plumbing for `kvserve soak` (cli/cli_soak.cpp): one-shot requests over the tools' HTTP
+// client (tools/http_client), a child `kvserve serve` process, and readers for /metrics
+// samples and /proc/<pid>/status VmRSS.
 //
-// SoakConnection is used by one thread at a time; SoakServerProcess by the thread that
-// started it.
+// SoakServerProcess is used by the thread that started it.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,44 +15,8 @@
 
 namespace kvserve::soak {
 
-struct ResponseHead {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-case
-  bool chunked = false;
-  int64_t content_length = -1;
-  bool keep_alive = true;
-};
-
-class SoakConnection {
- public:
-  SoakConnection() = default;
-  ~SoakConnection() { Close(); }
-  SoakConnection(const SoakConnection&) = delete;
-  SoakConnection& operator=(const SoakConnection&) = delete;
-
-  // Connects to host:port (IPv4 or a name); every read and write times out after
-  // `timeout_seconds`.
-  [[nodiscard]] bool Connect(const std::string& host, int port, double timeout_seconds);
-  [[nodiscard]] bool SendAll(std::string_view bytes);
-  // Reads the status line and headers.
-  [[nodiscard]] bool ReadHead(ResponseHead* head);
-  // Reads the body (de-chunked) and passes each piece to `on_data`; when it returns false the
-  // read stops there (the caller then closes: a client going away). False on a read error.
-  [[nodiscard]] bool ReadBody(const ResponseHead& head, const std::function<bool(std::string_view)>& on_data);
-  void Close();
-  bool open() const { return fd_ >= 0; }
-
- private:
-  bool Fill();  // one recv() into buffer_
-  bool ReadLine(std::string* line);
-
-  int fd_ = -1;
-  std::string buffer_;
-};
-
-// Builds a request: method, path, optional JSON body and bearer key; keep-alive.
-std::string BuildRequest(const std::string& method, const std::string& path, std::string_view body,
-                         const std::string& host, const std::string& api_key);
+// The Authorization header lines for `api_key` (none when it is empty).
+std::vector<std::string> AuthHeaders(const std::string& api_key);
 
 // One complete exchange on a fresh connection (GET /metrics, /debug/cache): nullopt on a
 // transport error.

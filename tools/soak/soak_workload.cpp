@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "tools/http_client/http_client.h"
 #include "tools/soak/soak_client.h"
 
 namespace kvserve::soak {
@@ -179,7 +180,7 @@ class Workload::Impl {
   void Worker(int worker) {
     std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(worker));
     std::vector<Conversation> sessions(4);
-    SoakConnection conn;
+    bench::HttpConnection conn(bench::Url{host_, port_, ""}, /*timeout_seconds=*/120);
     for (;;) {
       const int index = next_.fetch_add(1);
       if (index >= o_.requests) break;
@@ -189,7 +190,7 @@ class Workload::Impl {
     }
   }
 
-  void Execute(Plan& plan, SoakConnection* conn, std::vector<Conversation>& sessions) {
+  void Execute(Plan& plan, bench::HttpConnection* conn, std::vector<Conversation>& sessions) {
     {
       std::lock_guard<std::mutex> lock(figures_.mu);
       figures_.streamed += plan.stream;
@@ -199,25 +200,25 @@ class Workload::Impl {
       figures_.disconnect_planned += plan.cut != Plan::Cut::kNone;
     }
     const std::string body = plan.raw_body.empty() ? plan.body.dump() : plan.raw_body;
-    const std::string request = BuildRequest("POST", plan.path, body, host_, o_.api_key);
+    const std::string request = conn->FormatRequest("POST", plan.path, body, AuthHeaders(o_.api_key));
     const std::string what = fmt::format("{} {}", plan.path, body.substr(0, 300));
     auto forget_session = [&] {
       if (plan.session_slot >= 0) sessions[plan.session_slot].id.clear();  // start a new conversation
     };
-    if (!conn->open() && !conn->Connect(host_, port_, 120)) {
+    if (!conn->open() && !conn->Connect().ok()) {
       figures_.Add(Outcome::kUnexpected, 0, "connect failed: " + what);
       return;
     }
     if (plan.cut == Plan::Cut::kWhileSending) {
       const size_t n = static_cast<size_t>(plan.cut_fraction * static_cast<double>(request.size()));
-      (void)conn->SendAll(std::string_view(request).substr(0, n));
+      (void)conn->Send(std::string_view(request).substr(0, n));
       conn->Close();
       forget_session();
       figures_.Add(Outcome::kDisconnected, 0, "");
       return;
     }
-    if (!conn->SendAll(request)) {  // a kept-alive connection the server closed: retry once
-      if (!conn->Connect(host_, port_, 120) || !conn->SendAll(request)) {
+    if (!conn->Send(request).ok()) {  // a kept-alive connection the server closed: retry once
+      if (!conn->Connect().ok() || !conn->Send(request).ok()) {
         conn->Close();
         figures_.Add(Outcome::kUnexpected, 0, "send failed: " + what);
         return;
@@ -229,13 +230,14 @@ class Workload::Impl {
       figures_.Add(Outcome::kDisconnected, 0, "");
       return;
     }
-    ResponseHead head;
-    if (!conn->ReadHead(&head)) {
+    StatusOr<bench::ResponseHead> read_head = conn->ReadHead();
+    if (!read_head.ok()) {
       conn->Close();
       figures_.Add(Outcome::kUnexpected, 0, "no response head: " + what);
       return;
     }
-    const bool sse = head.headers["content-type"].rfind("text/event-stream", 0) == 0;
+    const bench::ResponseHead& head = *read_head;
+    const bool sse = head.content_type.starts_with("text/event-stream");
     // A 5xx is read to the end even by a client about to leave, so that it can be classified.
     const bool leave = head.status < 500 || sse;
     if (leave && (plan.cut == Plan::Cut::kAfterHead || (plan.cut == Plan::Cut::kAfterEvents && !sse))) {
@@ -254,8 +256,8 @@ class Workload::Impl {
         if (events >= plan.cut_events) cut = true;
       }
       return !cut;
-    });
-    if (cut || !read || !head.keep_alive) conn->Close();
+    }).ok();
+    if (cut || !read) conn->Close();  // ReadBody closes when the server does
     if (cut) {
       forget_session();
       figures_.Add(Outcome::kDisconnected, head.status, "");
@@ -268,7 +270,7 @@ class Workload::Impl {
     Classify(plan, head, text, what, sessions);
   }
 
-  void Classify(const Plan& plan, const ResponseHead& head, const std::string& text, const std::string& what,
+  void Classify(const Plan& plan, const bench::ResponseHead& head, const std::string& text, const std::string& what,
                 std::vector<Conversation>& sessions) {
     const int status = head.status;
     if (plan.invalid) {
