@@ -141,6 +141,7 @@ TEST(BenchServeHttp, ParsesResponseHeads) {
   EXPECT_TRUE(h->chunked);
   EXPECT_FALSE(h->close);
   EXPECT_EQ(h->content_length, -1);
+  EXPECT_EQ(h->content_type, "text/event-stream");
   h = ParseResponseHead("HTTP/1.1 429 Too Many Requests\r\nContent-Length: 17\r\nConnection: close");
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->status, 429);
