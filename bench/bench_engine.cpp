@@ -1,4 +1,4 @@
-// In-process engine benchmarks (issue: continuous batching), printed as markdown tables:
+// In-process engine benchmarks (continuous batching, KV cache, sessions), printed as markdown tables:
 //
 //   bench_engine throughput [--model SPEC]... [--threads N]
 //       Concurrency 1, 4, 16, 64: each client streams 128-token greedy completions of the

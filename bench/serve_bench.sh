@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Serving benchmark: BASELINE.md's workload against `kvserve serve`, written to
-# bench/results/serving.md next to the reference server's figures and issue 8's targets.
+# bench/results/serving.md next to the reference server's figures and BASELINE.md's targets.
 #
 # Workload (../shared/docs/BASELINE.md): clients stream completions of 128 tokens (greedy,
 # ignore EOS) from the fixed prompt "Once upon a time, there was a little girl named Lily. She
@@ -279,7 +279,7 @@ lines = [
     "|---|---|---|---|---|---|",
     *cpu_rows,
     "",
-    "## Targets (issue 8 and BASELINE.md)",
+    "## Targets (BASELINE.md)",
     "",
     "| target | measured | goal | result |",
     "|---|---|---|---|",

@@ -827,13 +827,10 @@ def check_server(src, kvserve, c):
     plan_flags, _ = help_flags(kvserve, "plan")
     plan_cmds = readme_commands(readme, "plan")
     c.check(bool(plan_cmds), "deploy/README.md should show `kvserve plan` for sizing")
-    if plan_flags is None:
-        print("NOTE: this kvserve has no `plan` subcommand yet; deploy/README.md's `kvserve plan` lines "
-              "follow issue 3 item 10 and are checked once it exists")
-    else:
-        for flags in plan_cmds:
-            for f in flags:
-                c.check(f in plan_flags, "deploy/README.md: `kvserve plan %s` is not a flag of plan" % f)
+    c.check(plan_flags is not None, "kvserve has no `plan` subcommand for deploy/README.md's `kvserve plan` lines")
+    for flags in plan_cmds if plan_flags is not None else []:
+        for f in flags:
+            c.check(f in plan_flags, "deploy/README.md: `kvserve plan %s` is not a flag of plan" % f)
 
     # The runtime-package resolver on this binary (the Dockerfile runs it in its build stages).
     # A CUDA build here links the toolkit's libraries from /usr/local/cuda, which may come from
