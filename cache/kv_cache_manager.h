@@ -28,6 +28,7 @@
 
 #include "cache/block_pool.h"
 #include "cache/block_table.h"
+#include "cache/kv_block_map.h"
 #include "cache/kv_cache_stats.h"
 #include "cache/kv_spec.h"
 #include "cache/prefix_index.h"
@@ -35,7 +36,6 @@
 
 namespace kvserve {
 
-using SeqId = uint64_t;
 
 // Switches that only tests set (never production): self-checks and a weak hash.
 struct KvCacheTestHooks {
@@ -67,6 +67,8 @@ class KvCacheManager {
   int num_used_blocks() const;  // referenced (used + pinned)
   double usage_ratio() const;
   [[nodiscard]] KvCacheStats stats() const;
+  // Every device block's state, holder and fill, and every sequence (walks the whole pool).
+  [[nodiscard]] KvBlockMap BlockMap() const;
 
   // ---- Sequences ----
   // For a new, empty sequence: finds the longest run of full blocks at the start of `tokens`

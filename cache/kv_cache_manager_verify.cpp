@@ -1,5 +1,6 @@
-// KvCacheManager: stats() snapshots and VerifyIntegrity() (pool, tables, pins, prefix index
-// and host tier agree). See kv_cache_manager.h.
+// KvCacheManager: stats() and BlockMap() snapshots, and VerifyIntegrity() (pool, tables,
+// pins, prefix index and host tier agree). See kv_cache_manager.h.
+#include <algorithm>
 #include <string>
 
 #include "cache/kv_cache_manager.h"
@@ -37,6 +38,52 @@ KvCacheStats KvCacheManager::stats() const {
   st.swapped_out_blocks = m.swapped_out_blocks;
   st.swapped_in_blocks = m.swapped_in_blocks;
   return st;
+}
+
+KvBlockMap KvCacheManager::BlockMap() const {
+  const Impl& m = *impl_;
+  const int bs = block_size();
+  const int n = m.pool.num_blocks();
+  KvBlockMap map;
+  map.block_size = bs;
+  map.state.assign(n, BlockState::kFree);
+  map.holder.assign(n, -1);
+  map.fill.assign(n, 0);
+  std::vector<SeqId> ids;
+  for (const auto& [id, s] : m.seqs) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (SeqId id : ids) {
+    const Impl::Seq& s = m.seqs.at(id);
+    const int index = static_cast<int>(map.seqs.size());
+    map.seqs.push_back({id, s.table.num_tokens(), s.table.num_blocks(), static_cast<int>(s.host_slots.size()),
+                        s.swapped});
+    std::span<const BlockId> blocks = s.table.blocks();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const BlockId b = blocks[i];
+      if (map.holder[b] < 0) map.holder[b] = index;
+      const int held = std::clamp(s.table.num_tokens() - static_cast<int>(i) * bs, 0, bs);
+      map.fill[b] = static_cast<uint16_t>(std::max<int>(map.fill[b], held));
+    }
+  }
+  for (BlockId b = 0; b < n; ++b) {
+    BlockState state = BlockState::kFree;
+    if (m.pinned[b]) {
+      state = BlockState::kPinned;
+      map.fill[b] = static_cast<uint16_t>(bs);
+    } else if (m.pool.ref_count(b) > 1) {
+      state = BlockState::kShared;
+    } else if (m.pool.ref_count(b) == 1) {
+      state = BlockState::kUsed;
+    } else if (m.index.indexed(b)) {
+      state = BlockState::kCached;
+      map.fill[b] = static_cast<uint16_t>(bs);
+    }
+    map.state[b] = state;
+    ++map.counts[static_cast<size_t>(state)];
+  }
+  map.host_total_blocks = m.host.num_slots();
+  map.host_used_blocks = m.host.num_used();
+  return map;
 }
 
 Status KvCacheManager::VerifyIntegrity() const {
