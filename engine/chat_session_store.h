@@ -71,6 +71,12 @@ class ChatSessionStore {
   void Expire(Clock::time_point now);
 
   int size() const { return static_cast<int>(sessions_.size()); }
+  // Visits every session that holds a cache no request is using (on the device or the host).
+  void ForEachIdleCache(const std::function<void(const ChatSession&)>& visit) const {
+    for (const auto& [key, s] : sessions_) {
+      if (s.has_cache && !s.in_use) visit(s);
+    }
+  }
 
  private:
   // The map key of (tenant, id): unambiguous for any bytes in either.

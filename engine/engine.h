@@ -14,7 +14,9 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "cache/kv_block_map.h"
 #include "cache/kv_spec.h"
 #include "common/profiler.h"
 #include "common/status.h"
@@ -88,6 +90,26 @@ inline constexpr int kFaultAfterConsecutiveFailures = 3;
   return backend;
 }
 
+// The KV cache as people see it (the web console's block map): the pool block by block and
+// who holds each cache sequence. Taken on the engine thread between two steps.
+struct CacheOwner {
+  enum class Kind { kRequest, kSession, kUnknown };
+  Kind kind = Kind::kUnknown;
+  uint64_t request_id = 0;  // kRequest
+  int choice = 0;           // kRequest: which of its n choices
+  std::string session_id;   // the request's chat session, or the idle session's id
+  std::string tenant;       // who submitted it (API key's tenant; "" without keys)
+  std::string state;        // requests: "waiting", "running", "swapped"; sessions: "idle"
+  int evicted_tokens = 0;   // removed by the sliding window
+  int cached_prompt_tokens = 0;  // requests: prompt tokens served from the prefix cache or session
+};
+struct CacheSnapshot {
+  KvBlockMap blocks;
+  std::vector<CacheOwner> owners;  // parallel to blocks.seqs
+  std::string kv_dtype;            // the pool's storage dtypes (KvSpec::Describe)
+  int64_t block_bytes = 0;
+};
+
 class Engine {
  public:
   // Takes the model (kept alive for the engine's life) and a backend built for it; sizes the
@@ -129,6 +151,9 @@ class Engine {
   // taken at the same moment. UNAVAILABLE when the engine is stopped or the check did not
   // run within `timeout_seconds`.
   [[nodiscard]] virtual Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats = nullptr) = 0;
+  // The cache's block map and owners, taken on the engine thread between two steps (the
+  // caller waits about one step). UNAVAILABLE as for VerifyCacheIntegrity.
+  [[nodiscard]] virtual StatusOr<CacheSnapshot> SnapshotCache(double timeout_seconds) = 0;
 
   virtual const Model& model() const = 0;
   virtual const EngineConfig& config() const = 0;

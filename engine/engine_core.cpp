@@ -207,21 +207,33 @@ void EngineCore::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status EngineCore::VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) {
-  auto check = std::make_shared<std::promise<IntegrityResult>>();
-  std::future<IntegrityResult> result = check->get_future();
+template <typename T>
+StatusOr<T> EngineCore::RunOnEngineThread(std::function<T()> fn, double timeout_seconds) {
+  auto result = std::make_shared<std::promise<T>>();
+  std::future<T> future = result->get_future();
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
-    if (stop_) return UnavailableError("the engine is stopped");
-    intake_integrity_checks_.push_back(std::move(check));
+    if (stop_ || intake_closed_) return UnavailableError("the engine is stopped");
+    intake_tasks_.push_back([result, fn = std::move(fn)] { result->set_value(fn()); });
   }
   intake_cv_.notify_one();
-  if (result.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
-    return UnavailableError("the engine thread did not run the integrity check in time");
+  if (future.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
+    return UnavailableError("the engine thread did not run the request in time");
   }
-  IntegrityResult r = result.get();
-  if (stats != nullptr) *stats = r.second;
-  return r.first;
+  return future.get();
+}
+
+Status EngineCore::VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) {
+  using Result = std::pair<Status, KvCacheStats>;
+  StatusOr<Result> r = RunOnEngineThread<Result>(
+      [this] { return Result{cache_->VerifyIntegrity(), cache_->stats()}; }, timeout_seconds);
+  if (!r.ok()) return r.status();
+  if (stats != nullptr) *stats = r->second;
+  return r->first;
+}
+
+StatusOr<CacheSnapshot> EngineCore::SnapshotCache(double timeout_seconds) {
+  return RunOnEngineThread<CacheSnapshot>([this] { return TakeCacheSnapshot(); }, timeout_seconds);
 }
 
 bool EngineCore::Healthy() const {
@@ -252,7 +264,7 @@ void EngineCore::Loop() {
       std::unique_lock<std::mutex> lock(intake_mu_);
       intake_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
         return stop_ || !intake_.empty() || !intake_aborts_.empty() || !intake_session_drops_.empty() ||
-               !intake_integrity_checks_.empty();
+               !intake_tasks_.empty();
       });
       last_progress_ns_ = NowNs();
       continue;
@@ -296,20 +308,57 @@ bool EngineCore::TakeIntake() {
   std::vector<std::unique_ptr<Request>> incoming;
   std::vector<uint64_t> aborts;
   std::vector<std::pair<std::string, std::string>> drops;
-  std::vector<std::shared_ptr<std::promise<IntegrityResult>>> checks;
+  std::vector<std::function<void()>> tasks;
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     incoming.swap(intake_);
     aborts.swap(intake_aborts_);
     drops.swap(intake_session_drops_);
-    checks.swap(intake_integrity_checks_);
+    tasks.swap(intake_tasks_);
   }
   for (auto& r : incoming) Admit(std::move(r));
   for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
   for (const auto& [tenant, id] : drops) sessions_->Drop(tenant, id);
   ReapFinished();
-  for (auto& check : checks) check->set_value({cache_->VerifyIntegrity(), cache_->stats()});
+  for (auto& task : tasks) task();
   return !incoming.empty() || !aborts.empty() || !drops.empty();
+}
+
+CacheSnapshot EngineCore::TakeCacheSnapshot() const {
+  CacheSnapshot snap;
+  snap.blocks = cache_->BlockMap();
+  snap.kv_dtype = cache_->spec().Describe();
+  snap.block_bytes = static_cast<int64_t>(cache_->spec().block_bytes());
+  std::unordered_map<SeqId, const Sequence*> running;
+  for (const auto& [id, r] : requests_) {
+    for (const auto& s : r->seqs) {
+      if (!s->finished()) running[s->id] = s.get();
+    }
+  }
+  std::unordered_map<SeqId, const ChatSession*> idle;
+  sessions_->ForEachIdleCache([&](const ChatSession& s) { idle[s.cache_seq] = &s; });
+  for (const KvBlockMap::Seq& held : snap.blocks.seqs) {
+    CacheOwner& o = snap.owners.emplace_back();
+    if (auto it = running.find(held.id); it != running.end()) {
+      const Sequence& s = *it->second;
+      const Request& r = *s.request;
+      o.kind = CacheOwner::Kind::kRequest;
+      o.request_id = r.id;
+      o.choice = s.choice;
+      o.session_id = r.params.session_id;
+      o.tenant = r.params.tenant;
+      o.state = s.state == SeqState::kRunning ? "running" : s.state == SeqState::kSwapped ? "swapped" : "waiting";
+      o.evicted_tokens = s.num_evicted;
+      o.cached_prompt_tokens = r.usage.cached_prompt_tokens;
+    } else if (auto session = idle.find(held.id); session != idle.end()) {
+      o.kind = CacheOwner::Kind::kSession;
+      o.session_id = session->second->id;
+      o.tenant = session->second->tenant;
+      o.state = "idle";
+      o.evicted_tokens = session->second->num_evicted;
+    }
+  }
+  return snap;
 }
 
 void EngineCore::Admit(std::unique_ptr<Request> request) {

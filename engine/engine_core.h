@@ -50,6 +50,7 @@ class EngineCore final : public Engine {
   bool Healthy() const override;
   bool AcceptingRequests() const override;
   Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) override;
+  StatusOr<CacheSnapshot> SnapshotCache(double timeout_seconds) override;
   const Model& model() const override { return *model_; }
   const EngineConfig& config() const override { return config_; }
 
@@ -60,6 +61,11 @@ class EngineCore final : public Engine {
   bool TakeIntake();
   void Admit(std::unique_ptr<Request> request);
   void AbortRequest(uint64_t id, Status why);
+  // Runs `fn` on the engine thread between two steps and waits up to `timeout_seconds` for
+  // its result (UNAVAILABLE when the engine is stopped or it did not run in time).
+  template <typename T>
+  StatusOr<T> RunOnEngineThread(std::function<T()> fn, double timeout_seconds);
+  CacheSnapshot TakeCacheSnapshot() const;
   // One iteration: schedule, execute (byte movements, forward pass), process outputs,
   // publish stats. Returns false when nothing could run (the loop then waits for aborts or
   // new requests instead of spinning).
@@ -94,8 +100,7 @@ class EngineCore final : public Engine {
   std::vector<std::unique_ptr<Request>> intake_;
   std::vector<uint64_t> intake_aborts_;
   std::vector<std::pair<std::string, std::string>> intake_session_drops_;  // (tenant, id)
-  using IntegrityResult = std::pair<Status, KvCacheStats>;
-  std::vector<std::shared_ptr<std::promise<IntegrityResult>>> intake_integrity_checks_;
+  std::vector<std::function<void()>> intake_tasks_;  // run on the engine thread (RunOnEngineThread)
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};

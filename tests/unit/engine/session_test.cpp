@@ -2,6 +2,9 @@
 // sliding windows keep long sessions going, limits evict least recently used sessions.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -185,6 +188,57 @@ TEST_F(SessionTest, IdleSessionsGiveUpTheirCacheUnderMemoryPressure) {
   EXPECT_EQ(big.choices[0].tokens.size(), 120u);
   EXPECT_TRUE(testing::WaitFor(
       [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)] > 0; }));
+}
+
+// SnapshotCache (the console's block map): a running request's sequence and, once it ends,
+// its idle chat session are named as the holders of exactly the blocks the map gives them.
+TEST_F(SessionTest, TheCacheSnapshotNamesTheRequestAndThenItsIdleSession) {
+  EngineConfig config = TestConfig();
+  // Each forward pass takes at least a millisecond, so the request is still running when the
+  // snapshot runs (between two steps).
+  config.test_hooks.fail_forward = [](int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return false;
+  };
+  auto engine = MakeEngine(model_, config);
+  GenerationRequest turn = Greedy(Encode("Once upon a time", true), 300);
+  turn.session_id = "chat-9";
+  turn.tenant = "tenant-a";
+  StatusOr<std::shared_ptr<RequestStream>> stream = engine->Submit(turn);
+  ASSERT_TRUE(stream.ok());
+  std::vector<StreamDelta> deltas;
+  ASSERT_TRUE((*stream)->Next(&deltas));  // the first token: prefill is done
+  StatusOr<CacheSnapshot> snap = engine->SnapshotCache(10);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_EQ(snap->owners.size(), 1u);
+  const CacheOwner& running = snap->owners[0];
+  EXPECT_EQ(running.kind, CacheOwner::Kind::kRequest);
+  EXPECT_EQ(running.request_id, (*stream)->id());
+  EXPECT_EQ(running.state, "running");
+  EXPECT_EQ(running.session_id, "chat-9");
+  EXPECT_EQ(running.tenant, "tenant-a");
+  const KvBlockMap& map = snap->blocks;
+  EXPECT_EQ(map.num_blocks(), config.num_blocks);
+  EXPECT_GT(map.seqs[0].num_tokens, static_cast<int>(turn.prompt_tokens.size()));
+  int held = 0;
+  for (int b = 0; b < map.num_blocks(); ++b) held += map.holder[static_cast<size_t>(b)] == 0;
+  EXPECT_EQ(held, map.seqs[0].num_blocks);
+  EXPECT_EQ(map.count(BlockState::kUsed) + map.count(BlockState::kShared), held);
+  EXPECT_FALSE(snap->kv_dtype.empty());
+  EXPECT_GT(snap->block_bytes, 0);
+
+  while ((*stream)->Next(&deltas)) {
+  }
+  ASSERT_TRUE((*stream)->status().ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 1; }));
+  snap = engine->SnapshotCache(10);
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->owners.size(), 1u);
+  EXPECT_EQ(snap->owners[0].kind, CacheOwner::Kind::kSession);
+  EXPECT_EQ(snap->owners[0].session_id, "chat-9");
+  EXPECT_EQ(snap->owners[0].tenant, "tenant-a");
+  EXPECT_EQ(snap->owners[0].state, "idle");
+  EXPECT_EQ(snap->blocks.seqs[0].num_tokens, static_cast<int>(turn.prompt_tokens.size()) + 300 - 1);
 }
 
 }  // namespace
