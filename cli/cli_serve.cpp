@@ -378,10 +378,16 @@ void RegisterServeCommand(CommandRegistry& registry) {
   sub->add_flag("--enable-debug-endpoints", s.enable_debug_endpoints,
                 "Serve GET /debug/cache (runs the KV cache integrity check on the engine thread; for tests and "
                 "soak runs, not for production)");
+  sub->add_flag("--no-console{false}", s.enable_console, "Do not serve the web console at GET / (the API, "
+                                                         "GET /v1/cache/blocks included, is unchanged)");
   AddEnvironmentNames(sub);
   // Test hooks: hidden from --help and never read from the environment.
   sub->add_option("--inject-forward-faults", o->engine.inject_forward_faults,
                   "Tests only: forward passes that fail (N, N-M, N- ; comma-separated)")
+      ->group("");
+  sub->add_option("--inject-step-delay-ms", o->engine.inject_step_delay_ms,
+                  "Tests only: every forward pass takes at least this many milliseconds")
+      ->check(CLI::Range(0.0, 10000.0))
       ->group("");
 }
 

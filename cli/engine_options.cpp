@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "cache/capacity_planner.h"
 #include "engine/backend/backend_factory.h"
@@ -200,6 +202,15 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   plan.num_threads = f.threads;
   if (!f.inject_forward_faults.empty()) {
     ASSIGN_OR_RETURN(c.test_hooks.fail_forward, ParseForwardFaultSpec(f.inject_forward_faults));
+  }
+  if (f.inject_step_delay_ms > 0) {
+    // Slows every pass down (browser tests that watch a generation while it runs).
+    auto fail = std::move(c.test_hooks.fail_forward);
+    const auto delay = std::chrono::duration<double, std::milli>(f.inject_step_delay_ms);
+    c.test_hooks.fail_forward = [fail = std::move(fail), delay](int64_t pass) {
+      std::this_thread::sleep_for(delay);
+      return fail && fail(pass);
+    };
   }
   return plan;
 }

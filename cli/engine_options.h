@@ -56,6 +56,9 @@ struct EngineFlags {
   // Tests only (hidden `serve --inject-forward-faults`): forward passes that fail, see
   // ParseForwardFaultSpec. Empty: none.
   std::string inject_forward_faults;
+  // Tests only (hidden `serve --inject-step-delay-ms`): every forward pass takes at least this
+  // long, so a test can watch a generation of a tiny model while it runs.
+  double inject_step_delay_ms = 0;
 };
 
 inline constexpr uint64_t kDefaultKvCacheMemory = uint64_t{1} << 30;

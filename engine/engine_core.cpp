@@ -329,6 +329,11 @@ CacheSnapshot EngineCore::TakeCacheSnapshot() const {
   snap.blocks = cache_->BlockMap();
   snap.kv_dtype = cache_->spec().Describe();
   snap.block_bytes = static_cast<int64_t>(cache_->spec().block_bytes());
+  snap.stats = stats_;
+  snap.stats.cache = cache_->stats();
+  snap.stats.running = scheduler_->num_running();
+  snap.stats.waiting = scheduler_->num_waiting();
+  snap.stats.swapped = scheduler_->num_swapped();
   std::unordered_map<SeqId, const Sequence*> running;
   for (const auto& [id, r] : requests_) {
     for (const auto& s : r->seqs) {

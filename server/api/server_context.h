@@ -31,6 +31,7 @@ struct ServerOptions {
   int default_max_tokens = 16;         // /v1/completions default (OpenAI's)
   std::string served_model_name;       // id in /v1/models; default: the file's name
   bool enable_debug_endpoints = false; // GET /debug/cache (KV cache integrity check)
+  bool enable_console = true;          // GET / (the web console page)
 };
 
 struct ServerContext {

@@ -9,12 +9,14 @@
 
 #include "common/log.h"
 #include "server/api/metrics.h"
+#include "server/http/console.h"
 
 namespace kvserve {
 namespace {
 
 enum class Route {
-  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache
+  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache,
+  kConsole, kCacheBlocks
 };
 
 struct RouteSpec {
@@ -38,6 +40,8 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST", false};
   if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST", false};
   if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", false};
+  if (path == "/v1/cache/blocks") return RouteSpec{Route::kCacheBlocks, "GET", false};
+  if (path == "/") return RouteSpec{Route::kConsole, "GET", true};
   return std::nullopt;
 }
 
@@ -54,7 +58,8 @@ int64_t UnixNow() {
 
 HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
-      id_nonce_(std::random_device{}()) {}
+      id_nonce_(std::random_device{}()),
+      label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {}
 
 std::string HttpRouter::NextId(ApiKind kind) {
   return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",
@@ -67,6 +72,7 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   const std::string_view path = target.substr(0, target.find('?'));
   std::optional<RouteSpec> spec = FindRoute(path);
   if (spec && spec->route == Route::kDebugCache && !ctx_->options.enable_debug_endpoints) spec.reset();
+  if (spec && spec->route == Route::kConsole && !ctx_->options.enable_console) spec.reset();
   if (!spec) {
     result.route = "unknown";
     result.reply = Error(NotFoundError(fmt::format("unknown route: {} {}", request.method, path)), "unknown_url");
@@ -76,7 +82,9 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   result.quiet = spec->observability;
 
   std::optional<std::string> tenant = auth_.Authenticate(request.authorization);
-  if (!tenant && (!spec->observability || ctx_->options.protect_observability)) {
+  // The console page holds no data (it asks for the key itself): a browser must reach it.
+  const bool open = spec->route == Route::kConsole || (spec->observability && !ctx_->options.protect_observability);
+  if (!tenant && !open) {
     HttpReply reply = Error(UnauthenticatedError(request.authorization.empty()
                                                      ? "missing API key: send 'Authorization: Bearer <key>'"
                                                      : "invalid API key"),
@@ -162,6 +170,22 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       } else {
         result.reply = DebugCacheReply(integrity, stats);
       }
+      return result;
+    }
+    case Route::kConsole:
+      result.reply = ConsoleReply();
+      return result;
+    case Route::kCacheBlocks: {
+      // Taken on the engine thread between two steps (a worker thread waits for it: IsHeavy).
+      StatusOr<CacheSnapshot> snapshot = ctx_->engine->SnapshotCache(/*timeout_seconds=*/10);
+      if (!snapshot.ok()) {
+        result.reply = Error(snapshot.status(), "service_unavailable");
+        return result;
+      }
+      HttpReply reply;
+      reply.body = CacheBlocksJson(*snapshot, tenant.value_or(""), auth_.enabled(), label_key_);
+      reply.headers.emplace_back("Cache-Control", "no-store");
+      result.reply = std::move(reply);
       return result;
     }
     case Route::kDetokenize: {

@@ -9,7 +9,10 @@
 //   POST /tokenize, POST /detokenize                  {"tokens","count"} / {"prompt"}
 //   GET  /debug/cache                                 only with --enable-debug-endpoints: runs the
 //                                                     KV cache integrity check on the engine thread
-//                                                     (blocks this I/O thread for about one step)
+//   GET  /v1/cache/blocks                             the KV block pool, taken on the engine thread
+//                                                     (console.h has the JSON)
+//   GET  /                                            the web console page (open: it asks for the
+//                                                     key itself); 404 with --no-console
 //
 // Order of checks: unknown path 404, API key 401 (/health, /ready, /metrics are open unless
 // protect_observability), wrong method 405, loading or draining 503 (everything except the
@@ -20,8 +23,9 @@
 // tokenization, tenant isolation, limits, rejection accounting); the router only decodes
 // the OpenAI JSON and counts the requests that fail to decode as rejected.
 //
-// Handle may parse and tokenize large bodies: the HTTP server calls it for POST requests on
-// its worker threads, never on the I/O threads.
+// Handle may parse and tokenize large bodies or wait about one engine step for the engine
+// thread: the HTTP server calls it for those requests (IsHeavy) on its worker threads, never
+// on the I/O threads.
 //
 // Thread-safe: Handle is called concurrently from the I/O threads.
 #pragma once
@@ -55,7 +59,10 @@ class HttpRouter {
   [[nodiscard]] Result Handle(const HttpRequestInfo& request);
 
   // Whether the request may take long to handle (parsing, tokenizing a large body): POST.
-  static bool IsHeavy(const HttpRequestInfo& request) { return request.method == "POST"; }
+  static bool IsHeavy(const HttpRequestInfo& request) {
+    return request.method == "POST" || request.target.starts_with("/debug/cache") ||
+           request.target.starts_with("/v1/cache/blocks");
+  }
 
  private:
   Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);
@@ -68,6 +75,7 @@ class HttpRouter {
   const int64_t created_;  // unix seconds at start, for /v1/models and responses
   std::atomic<uint64_t> next_id_{1};
   const uint64_t id_nonce_;
+  const uint64_t label_key_;  // keys the labels of other tenants' cache owners (console.h)
 };
 
 // One log line per finished HTTP request: id, method, route, status, client, duration; for
