@@ -3,8 +3,9 @@
 #   scripts/install-deps.sh          what building and running needs
 #   scripts/install-deps.sh --test   also what the end-to-end and deployment tests use: a real
 #                                    Prometheus (and promtool), Python gRPC/YAML for the clients,
-#                                    curl, and the official OpenAI SDK from the npm registry
-#                                    (when npm is installed; otherwise that one test is skipped)
+#                                    curl, Debian's chromium for the console's browser test, and
+#                                    the official OpenAI SDK and playwright-core from the npm
+#                                    registry (when npm is installed; otherwise those tests skip)
 #   scripts/install-deps.sh --fuzz   also clang-14 and its libFuzzer/OpenMP runtimes for the
 #                                    fuzz build (tests/fuzz/run.sh --build)
 set -euo pipefail
@@ -18,7 +19,7 @@ if [ "${1:-}" = "--fuzz" ]; then
   apt-get install -y --no-install-recommends clang-14 libclang-rt-14-dev libomp-14-dev
 fi
 if [ "${1:-}" = "--test" ]; then
-  apt-get install -y --no-install-recommends prometheus python3-grpcio python3-protobuf python3-yaml curl
+  apt-get install -y --no-install-recommends prometheus python3-grpcio python3-protobuf python3-yaml curl chromium
   if command -v npm >/dev/null 2>&1; then
     (cd "$(dirname "$0")/../tests/e2e" && npm ci --no-audit --no-fund)
   else
