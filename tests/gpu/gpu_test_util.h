@@ -1,6 +1,8 @@
 // Helpers for the GPU tests: skip without a device, RAII device buffers, seeded random data.
 // Every test that touches the device starts with REQUIRE_CUDA_DEVICE(), so on a machine
-// without a GPU (or driver) the whole suite skips instead of failing.
+// without a GPU (or driver) the whole suite skips instead of failing; with
+// KVSERVE_GPU_REQUIRED=1 (tests/gpu/run.sh on a machine that has a GPU) an unusable device —
+// a driver/runtime mismatch, say — fails every test instead.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,12 +16,17 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend.h"
+#include "tests/test_paths.h"
 
-#define REQUIRE_CUDA_DEVICE()                                                          \
-  do {                                                                                 \
-    if (!::kvserve::CudaDeviceAvailable()) {                                           \
-      GTEST_SKIP() << "no CUDA device: " << ::kvserve::CudaUnavailableReason();        \
-    }                                                                                  \
+#define REQUIRE_CUDA_DEVICE()                                                                      \
+  do {                                                                                             \
+    if (!::kvserve::CudaDeviceAvailable()) {                                                       \
+      if (::kvserve::testing::GpuRunRequiresEverything()) {                                        \
+        FAIL() << "no usable CUDA device (KVSERVE_GPU_REQUIRED=1): "                               \
+               << ::kvserve::CudaUnavailableReason();                                              \
+      }                                                                                            \
+      GTEST_SKIP() << "no CUDA device: " << ::kvserve::CudaUnavailableReason();                    \
+    }                                                                                              \
   } while (0)
 
 #define ASSERT_CUDA_OK(expr)                                                                   \
