@@ -39,6 +39,8 @@ class HostTier {
 
   // REQUIRES: 0 <= slot < num_slots().
   uint8_t* data(int32_t slot);
+  // All slots' bytes ([num_slots][block_bytes]); empty when the tier is off.
+  std::span<uint8_t> memory() { return {memory_, memory_ == nullptr ? 0 : block_bytes_ * num_slots_}; }
 
   // `held`: the slots all holders claim.
   [[nodiscard]] Status VerifyIntegrity(std::span<const int32_t> held) const;

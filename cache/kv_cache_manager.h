@@ -156,6 +156,8 @@ class KvCacheManager {
   [[nodiscard]] std::optional<SwapPlan> SwapIn(SeqId seq);
   bool IsSwapped(SeqId seq) const;
   uint8_t* host_block_data(int32_t host_slot);
+  // The host tier's whole memory (for the backend to page-lock); empty when the tier is off.
+  std::span<uint8_t> host_tier_memory();
 
   // Pool, tables, prefix index and host tier are mutually consistent: ref counts equal the
   // number of holders, free-list membership matches ref counts, published blocks are full

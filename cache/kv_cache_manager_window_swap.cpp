@@ -113,5 +113,6 @@ bool KvCacheManager::IsSwapped(SeqId seq) const {
 }
 
 uint8_t* KvCacheManager::host_block_data(int32_t host_slot) { return impl_->host.data(host_slot); }
+std::span<uint8_t> KvCacheManager::host_tier_memory() { return impl_->host.memory(); }
 
 }  // namespace kvserve

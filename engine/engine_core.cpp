@@ -34,7 +34,13 @@ EngineCore::EngineCore(const EngineConfig& config, std::shared_ptr<const Model> 
     : config_(config), model_(std::move(model)), backend_(std::move(backend)),
       vocab_size_(model_->config().vocab_size) {}
 
-EngineCore::~EngineCore() { Stop(); }
+EngineCore::~EngineCore() {
+  Stop();
+  // The host tier's memory goes with cache_: the backend lets go of it first.
+  if (backend_ != nullptr && cache_ != nullptr && !cache_->host_tier_memory().empty()) {
+    (void)backend_->RegisterHostMemory({});
+  }
+}
 
 Status EngineCore::Init() {
   const ModelConfig& mc = model_->config();
@@ -59,6 +65,7 @@ Status EngineCore::Init() {
   cc.enable_prefix_caching = config_.enable_prefix_caching;
   cc.num_host_blocks = config_.num_host_blocks;
   cache_ = std::make_unique<KvCacheManager>(spec, cc);
+  if (!cache_->host_tier_memory().empty()) RETURN_IF_ERROR(backend_->RegisterHostMemory(cache_->host_tier_memory()));
 
   // A sequence can never hold more than the whole pool.
   max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;

@@ -54,11 +54,11 @@ Status ModelRunner::CopyBlocks(std::span<const std::pair<BlockId, BlockId>> src_
 
 Status ModelRunner::MoveSwapBlocks(const KvCacheManager::SwapPlan& plan, bool to_host) {
   const size_t bytes = cache_->spec().block_bytes();
+  transfers_.clear();
   for (const auto& [device, host] : plan.device_host) {
-    std::span<uint8_t> host_bytes(cache_->host_block_data(host), bytes);
-    RETURN_IF_ERROR(to_host ? backend_->ReadBlock(device, host_bytes) : backend_->WriteBlock(device, host_bytes));
+    transfers_.push_back({device, std::span<uint8_t>(cache_->host_block_data(host), bytes)});
   }
-  return OkStatus();
+  return to_host ? backend_->ReadBlocks(transfers_) : backend_->WriteBlocks(transfers_);
 }
 
 Status ModelRunner::Execute(std::span<const ScheduledSeq> seqs, std::span<float> logits) {

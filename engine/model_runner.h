@@ -66,6 +66,7 @@ class ModelRunner {
   std::function<bool(int64_t)> fail_forward_;
   int64_t num_steps_ = 0;  // ExecuteStep calls that moved bytes or ran a forward pass
   std::vector<ScheduledSeq> seqs_;
+  std::vector<Backend::BlockTransfer> transfers_;
   std::vector<int32_t> token_ids_, positions_, query_start_, seq_lens_, block_tables_, logits_indices_;
   std::vector<int64_t> slot_mapping_;
   ForwardBatch batch_;

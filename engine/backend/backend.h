@@ -53,6 +53,27 @@ class Backend {
   [[nodiscard]] virtual Status ReadBlock(int32_t id, std::span<uint8_t> out) const = 0;
   [[nodiscard]] virtual Status WriteBlock(int32_t id, std::span<const uint8_t> in) = 0;
 
+  // Host offload of several blocks: each copy moves one block between block `block` and
+  // `host` (block_bytes bytes), and all are done when the call returns. The defaults call
+  // ReadBlock/WriteBlock per block; a device backend queues every copy and waits once.
+  struct BlockTransfer {
+    int32_t block = 0;
+    std::span<uint8_t> host;
+  };
+  // (Inline: kvserve_cuda links before kvserve_backend, so Backend keeps no key function.)
+  [[nodiscard]] virtual Status ReadBlocks(std::span<const BlockTransfer> copies) const {  // device -> host
+    for (const BlockTransfer& c : copies) RETURN_IF_ERROR(ReadBlock(c.block, c.host));
+    return OkStatus();
+  }
+  [[nodiscard]] virtual Status WriteBlocks(std::span<const BlockTransfer> copies) {  // host -> device
+    for (const BlockTransfer& c : copies) RETURN_IF_ERROR(WriteBlock(c.block, c.host));
+    return OkStatus();
+  }
+  // The host memory blocks are copied to and from (the KV cache's host tier). A device
+  // backend page-locks it so the copies run asynchronously at full speed; an empty span
+  // releases it (before the memory is freed). Optional: the default does nothing.
+  [[nodiscard]] virtual Status RegisterHostMemory(std::span<uint8_t> memory) { return OkStatus(); }
+
  protected:
   Profiler* profiler_ = nullptr;
 };

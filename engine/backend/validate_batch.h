@@ -1,12 +1,15 @@
 // The checks every backend makes before it follows a ForwardBatch's indices: sizes against
 // the backend's limits, token ids against the vocabulary, slots, block-table entries and
-// positions against the KV pool, logits rows against the tokens. Header-only so the CUDA
+// positions against the KV pool, no slot written by two tokens (on the GPU they would race),
+// logits rows against the tokens. Header-only so the CUDA
 // library (which does not link the CPU backend) shares it.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/backend/backend.h"
@@ -54,6 +57,13 @@ namespace kvserve {
     for (int i = b.query_start[s]; i < b.query_start[s + 1]; ++i) {
       if (b.positions[i] < 0 || b.positions[i] > last) return InvalidArgumentError("bad position");
     }
+  }
+  // Sorted in a per-thread buffer (no allocation once it has grown to the batch size).
+  static thread_local std::vector<int64_t> sorted_slots;
+  sorted_slots.assign(b.slot_mapping.begin(), b.slot_mapping.end());
+  std::sort(sorted_slots.begin(), sorted_slots.end());
+  if (auto dup = std::adjacent_find(sorted_slots.begin(), sorted_slots.end()); dup != sorted_slots.end()) {
+    return InvalidArgumentError(fmt::format("slot {} is written by two tokens of the batch", *dup));
   }
   if (b.num_logits() > T) return InvalidArgumentError("more logits rows than tokens");
   for (int32_t idx : b.logits_indices) {

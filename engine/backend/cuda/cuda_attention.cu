@@ -18,6 +18,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+
 #include <cstdint>
 
 #include "engine/backend/cuda/cuda_device_common.cuh"
@@ -230,12 +233,24 @@ size_t AttentionSmemBytes(int rows, int head_dim) {
 }
 
 cudaError_t SetAttentionSmemLimit(size_t bytes) {
+  // The attribute belongs to the kernel on the current device and is shared by every backend
+  // there: it only grows, so a backend that needs less never lowers what another one needs.
+  int device = 0;
+  cudaError_t got = cudaGetDevice(&device);
+  if (got != cudaSuccess) return got;
+  static std::mutex mu;
+  static std::map<int, size_t> raised;  // by device
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& current = raised[device];
+  if (bytes <= current) return cudaSuccess;
   const int b = static_cast<int>(bytes);
   cudaError_t e = cudaFuncSetAttribute(PagedAttentionKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
   if (e != cudaSuccess) return e;
   e = cudaFuncSetAttribute(PagedAttentionKernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(PagedAttentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
+  e = cudaFuncSetAttribute(PagedAttentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
+  if (e == cudaSuccess) current = bytes;
+  return e;
 }
 
 cudaError_t LaunchAttention(const AttnArgs& args, cudaStream_t stream) {

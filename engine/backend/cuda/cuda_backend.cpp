@@ -113,7 +113,10 @@ Status CudaBackend::Impl::Init(const Model* model, uint64_t random_seed) {
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(model != nullptr ? UploadWeights(*model) : RandomWeights(random_seed));
   RETURN_IF_ERROR(AllocateScratch());
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  // The setup copies (cudaMemcpy from pageable memory: on the legacy default stream, and
+  // possibly still in flight when it returns) must land before any kernel on `stream`, a
+  // non-blocking stream that does not wait for the legacy one.
+  CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   LOG_INFO("cuda backend: {} — weights {:.2f} GiB ({}) in {:.1f} s, scratch {:.0f} MiB", description,
            weight_region.size() / double(1ull << 30),
            act == cuda::ActType::kF16 ? "f16" : act == cuda::ActType::kBF16 ? "bf16" : "f32",
@@ -352,17 +355,16 @@ Status CudaBackend::Impl::InitKvCache(const KvSpec& s, int blocks) {
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
     slot.in_flight = false;
   }
+  CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the memset and metadata copies, as in Init
   LOG_INFO("cuda backend: KV cache {} blocks x {} bytes = {:.2f} GiB ({})", blocks, s.block_bytes(),
            bytes / double(1ull << 30), s.Describe());
   return OkStatus();
 }
 
 void CudaBackend::Impl::ClearGraphs() {
-  for (auto& [key, entry] : graphs) {
-    if (entry.exec != nullptr) (void)cudaGraphExecDestroy(entry.exec);
-  }
+  for (auto& [key, exec] : graphs) (void)cudaGraphExecDestroy(exec);
   graphs.clear();
-  num_graphs = 0;
+  graph_policy = GraphCachePolicy(options.max_cuda_graphs);
 }
 
 void CudaBackend::Impl::FreeKvCache() {
@@ -385,6 +387,7 @@ void CudaBackend::Impl::FreeKvCache() {
 CudaBackend::Impl::~Impl() {
   if (cudaSetDevice(options.device) != cudaSuccess) return;
   if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  if (registered_host != nullptr) (void)cudaHostUnregister(registered_host);
   FreeKvCache();
   weight_region.Release();
   rope_region.Release();
@@ -523,6 +526,51 @@ Status CudaBackend::WriteBlock(int32_t id, std::span<const uint8_t> in) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.arena + static_cast<size_t>(id) * in.size(), in.data(), in.size(),
                                        cudaMemcpyHostToDevice, m.stream));
   return m.Drain();
+}
+
+Status CudaBackend::ReadBlocks(std::span<const BlockTransfer> copies) const {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(m.SetDevice());
+  for (const BlockTransfer& c : copies) {
+    if (m.arena == nullptr || c.block < 0 || c.block >= m.num_blocks || c.host.size() != m.spec->block_bytes()) {
+      return InvalidArgumentError("ReadBlocks: bad block id or size");
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.host.data(), m.arena + static_cast<size_t>(c.block) * c.host.size(),
+                                         c.host.size(), cudaMemcpyDeviceToHost, m.stream));
+  }
+  return m.Drain();
+}
+
+Status CudaBackend::WriteBlocks(std::span<const BlockTransfer> copies) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(m.SetDevice());
+  for (const BlockTransfer& c : copies) {
+    if (m.arena == nullptr || c.block < 0 || c.block >= m.num_blocks || c.host.size() != m.spec->block_bytes()) {
+      return InvalidArgumentError("WriteBlocks: bad block id or size");
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.arena + static_cast<size_t>(c.block) * c.host.size(), c.host.data(),
+                                         c.host.size(), cudaMemcpyHostToDevice, m.stream));
+  }
+  return m.Drain();
+}
+
+Status CudaBackend::RegisterHostMemory(std::span<uint8_t> memory) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(m.SetDevice());
+  if (m.registered_host != nullptr) {
+    (void)cudaHostUnregister(m.registered_host);
+    m.registered_host = nullptr;
+  }
+  if (memory.empty()) return OkStatus();
+  const cudaError_t e = cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    LOG_WARN("cuda backend: cannot page-lock the {:.0f} MiB host KV tier ({}); swaps copy from pageable memory",
+             memory.size() / double(1 << 20), cudaGetErrorString(e));
+    return OkStatus();
+  }
+  m.registered_host = memory.data();
+  return OkStatus();
 }
 
 }  // namespace kvserve

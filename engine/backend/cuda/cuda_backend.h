@@ -56,7 +56,7 @@ struct CudaBackendOptions {
   CudaWeightType weight_type = CudaWeightType::kF16;
   int max_model_len = 0;                          // longest sequence (0: the model's context)
   bool use_cuda_graphs = true;                    // replay decode steps from captured graphs
-  int max_cuda_graphs = 64;                       // captured buckets kept
+  int max_cuda_graphs = 64;                       // captured buckets kept (least recently used out)
 };
 
 // Counters for tests and benchmarks.
@@ -66,6 +66,7 @@ struct CudaBackendStats {
   int64_t graph_replays = 0;
   int64_t graphs_captured = 0;
   int64_t graph_capture_failures = 0;
+  int64_t graphs_evicted = 0;  // least recently used graphs dropped for new buckets
 };
 
 class CudaBackend final : public Backend {
@@ -82,6 +83,12 @@ class CudaBackend final : public Backend {
   [[nodiscard]] Status ShiftKeys(std::span<const int32_t> blocks, int delta) override;
   [[nodiscard]] Status ReadBlock(int32_t id, std::span<uint8_t> out) const override;
   [[nodiscard]] Status WriteBlock(int32_t id, std::span<const uint8_t> in) override;
+  // Every copy queued on the compute stream, one wait at the end (page-locked host memory
+  // after RegisterHostMemory, so the copies are asynchronous DMA).
+  [[nodiscard]] Status ReadBlocks(std::span<const BlockTransfer> copies) const override;
+  [[nodiscard]] Status WriteBlocks(std::span<const BlockTransfer> copies) override;
+  // cudaHostRegister (a failure is logged and the copies stay pageable); empty: unregister.
+  [[nodiscard]] Status RegisterHostMemory(std::span<uint8_t> memory) override;
 
   // Validates `batch`, copies what it needs (the caller may reuse its arrays at once) and
   // enqueues the step. At most two steps in flight: FAILED_PRECONDITION otherwise.

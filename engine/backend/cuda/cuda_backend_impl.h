@@ -19,6 +19,7 @@
 #include "cache/kv_spec.h"
 #include "common/profiler.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/graph_cache_policy.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/model/model_config.h"
 
@@ -158,14 +159,11 @@ struct CudaBackend::Impl {
   int64_t waited = 0;
   Slot* recording = nullptr;  // the slot whose step EnqueueStep is timing, or null
 
-  // CUDA graphs of decode steps keyed by (num_seqs bucket, max_blocks bucket).
-  struct GraphEntry {
-    int seen = 0;
-    bool failed = false;
-    cudaGraphExec_t exec = nullptr;
-  };
-  std::map<std::pair<int, int>, GraphEntry> graphs;
-  int num_graphs = 0;
+  // CUDA graphs of decode steps keyed by (num_seqs bucket, max_blocks bucket); the policy
+  // decides which buckets keep one (at most options.max_cuda_graphs, least recently used out).
+  std::map<GraphCachePolicy::Key, cudaGraphExec_t> graphs;
+  void* registered_host = nullptr;  // page-locked host tier (RegisterHostMemory), or null
+  GraphCachePolicy graph_policy{0};
 
   ~Impl();
   [[nodiscard]] Status Init(const Model* model, uint64_t random_seed);

@@ -286,36 +286,41 @@ Status CudaBackend::Impl::Mark(ProfileOp op) {
 
 Status CudaBackend::Impl::RunStep(const StepPlan& p) {
   if (!p.graph || !p.graph_replay_allowed) return EnqueueStep(p);
-  GraphEntry& e = graphs[{p.num_seqs, p.max_blocks}];
-  if (e.exec != nullptr) {
-    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(e.exec, stream));
+  const GraphCachePolicy::Key key{p.num_seqs, p.max_blocks};
+  const GraphCachePolicy::Decision d = graph_policy.Next(key);
+  if (d.action == GraphCachePolicy::Action::kReplay) {
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs.at(key), stream));
     ++stats.graph_replays;
     return OkStatus();
   }
-  // The first step of a bucket runs eagerly (it also loads cuBLAS kernels lazily, which must
-  // not happen during capture); the second is captured.
-  if (e.failed || e.seen++ == 0 || num_graphs >= options.max_cuda_graphs) return EnqueueStep(p);
+  if (d.action == GraphCachePolicy::Action::kEager) return EnqueueStep(p);
+  if (d.evict) {
+    // Replays of the evicted graph already enqueued on `stream` keep their resources.
+    (void)cudaGraphExecDestroy(graphs.at(*d.evict));
+    graphs.erase(*d.evict);
+    ++stats.graphs_evicted;
+  }
   CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   const Status enqueued = EnqueueStep(p);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   cudaError_t instantiated = cudaErrorUnknown;
+  cudaGraphExec_t exec = nullptr;
   if (enqueued.ok() && ended == cudaSuccess && graph != nullptr) {
-    instantiated = cudaGraphInstantiate(&e.exec, graph, 0);
+    instantiated = cudaGraphInstantiate(&exec, graph, 0);
   }
   if (graph != nullptr) (void)cudaGraphDestroy(graph);
   if (instantiated != cudaSuccess) {
     (void)cudaGetLastError();
-    e.exec = nullptr;
-    e.failed = true;
+    graph_policy.CaptureFailed(key);
     ++stats.graph_capture_failures;
     LOG_WARN("cuda backend: graph capture of decode bucket ({} seqs, {} blocks) failed ({}; {}); running it eagerly",
              p.num_seqs, p.max_blocks, enqueued.ToString(), cudaGetErrorString(ended));
     return EnqueueStep(p);
   }
-  ++num_graphs;
+  graphs[key] = exec;
   ++stats.graphs_captured;
-  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(e.exec, stream));
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
   ++stats.graph_replays;
   return OkStatus();
 }

@@ -151,7 +151,8 @@ struct AttnArgs {
 
 // Dynamic shared memory of one CTA serving `rows` query rows.
 size_t AttentionSmemBytes(int rows, int head_dim);
-// Raises the kernel's dynamic shared memory limit (once, before the first launch above 48 KiB).
+// Raises the kernel's dynamic shared memory limit on the current device to at least `bytes`
+// (before the first launch above 48 KiB); never lowers it (other backends on the device).
 cudaError_t SetAttentionSmemLimit(size_t bytes);
 cudaError_t LaunchAttention(const AttnArgs& args, cudaStream_t stream);
 // out[t][h] = combination of the num_splits partials of every token t < num_tokens.

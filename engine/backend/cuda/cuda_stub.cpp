@@ -18,6 +18,9 @@ Status CudaBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>>) { r
 Status CudaBackend::ShiftKeys(std::span<const int32_t>, int) { return UnavailableError(kNoCuda); }
 Status CudaBackend::ReadBlock(int32_t, std::span<uint8_t>) const { return UnavailableError(kNoCuda); }
 Status CudaBackend::WriteBlock(int32_t, std::span<const uint8_t>) { return UnavailableError(kNoCuda); }
+Status CudaBackend::ReadBlocks(std::span<const BlockTransfer>) const { return UnavailableError(kNoCuda); }
+Status CudaBackend::WriteBlocks(std::span<const BlockTransfer>) { return UnavailableError(kNoCuda); }
+Status CudaBackend::RegisterHostMemory(std::span<uint8_t>) { return UnavailableError(kNoCuda); }
 Status CudaBackend::Launch(const ForwardBatch&) { return UnavailableError(kNoCuda); }
 Status CudaBackend::Wait(std::span<float>) { return UnavailableError(kNoCuda); }
 CudaBackendStats CudaBackend::stats() const { return {}; }

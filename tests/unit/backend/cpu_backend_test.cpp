@@ -149,6 +149,31 @@ TEST(CpuBackend, RejectsMalformedBatches) {
   EXPECT_TRUE(h.backend->Forward(b, logits).ok());
 }
 
+// Two tokens writing one KV slot would race on the GPU: every backend refuses the batch.
+TEST(CpuBackend, RejectsTwoTokensWritingOneSlot) {
+  auto model = TinyModel();
+  Harness h(*model, KvDtype::kF32, 4, 4);
+  std::vector<float> logits(2 * static_cast<size_t>(model->config().vocab_size));
+  const std::vector<int32_t> tokens = {5, 6}, pos = {0, 0}, qs = {0, 1, 2}, lens = {1, 1}, li = {0, 1};
+  const std::vector<int32_t> same_table = {0, 0}, own_tables = {0, 1};
+  const std::vector<int64_t> same_slot = {0, 0}, own_slots = {0, 4};
+  ForwardBatch b;
+  b.token_ids = tokens;
+  b.positions = pos;
+  b.query_start = qs;
+  b.seq_lens = lens;
+  b.max_blocks_per_seq = 1;
+  b.logits_indices = li;
+  b.block_tables = same_table;
+  b.slot_mapping = same_slot;
+  const Status st = h.backend->Forward(b, logits);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("slot 0 is written by two tokens"), std::string::npos) << st.ToString();
+  b.block_tables = own_tables;
+  b.slot_mapping = own_slots;
+  EXPECT_TRUE(h.backend->Forward(b, logits).ok());
+}
+
 TEST(CpuBackend, CopyAndRawBlockAccessRoundTrip) {
   auto model = TinyModel();
   Harness h(*model, KvDtype::kInt8, 4, 4);
@@ -168,6 +193,39 @@ TEST(CpuBackend, CopyAndRawBlockAccessRoundTrip) {
   ASSERT_TRUE(h.backend->ReadBlock(2, b).ok());
   EXPECT_EQ(a, b);
   EXPECT_FALSE(h.backend->ReadBlock(4, b).ok());
+}
+
+// The batched host-offload copies (Backend's defaults, which every swap now goes through)
+// move exactly what ReadBlock/WriteBlock move, and refuse a bad block like them.
+TEST(CpuBackend, BatchedBlockTransfersMatchSingleBlockCopies) {
+  auto model = TinyModel();
+  Harness h(*model, KvDtype::kInt8, 4, 4);
+  ASSERT_TRUE(h.cache->AllocateSlots(1, 8).has_value());  // blocks 0 and 1
+  std::vector<float> logits(model->config().vocab_size);
+  const std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10, 11, 12};
+  ScheduledSeq s{1, tokens, 0, true};
+  ASSERT_TRUE(h.runner->Execute(std::span(&s, 1), logits).ok());
+  const size_t bytes = h.cache->spec().block_bytes();
+  std::vector<uint8_t> host(2 * bytes), single(bytes);
+  const std::vector<Backend::BlockTransfer> out = {{1, std::span(host).first(bytes)},
+                                                   {0, std::span(host).last(bytes)}};
+  ASSERT_TRUE(h.backend->ReadBlocks(out).ok());
+  ASSERT_TRUE(h.backend->ReadBlock(1, single).ok());
+  EXPECT_TRUE(std::equal(single.begin(), single.end(), host.begin()));
+  ASSERT_TRUE(h.backend->ReadBlock(0, single).ok());
+  EXPECT_TRUE(std::equal(single.begin(), single.end(), host.begin() + static_cast<std::ptrdiff_t>(bytes)));
+  // Back into blocks 3 and 2: 3 holds block 1's bytes, 2 block 0's.
+  const std::vector<Backend::BlockTransfer> in = {{3, std::span(host).first(bytes)},
+                                                  {2, std::span(host).last(bytes)}};
+  ASSERT_TRUE(h.backend->WriteBlocks(in).ok());
+  std::vector<uint8_t> a(bytes), b(bytes);
+  for (const auto& [from, to] : {std::pair{1, 3}, std::pair{0, 2}}) {
+    ASSERT_TRUE(h.backend->ReadBlock(from, a).ok());
+    ASSERT_TRUE(h.backend->ReadBlock(to, b).ok());
+    EXPECT_EQ(a, b) << from << " -> " << to;
+  }
+  const std::vector<Backend::BlockTransfer> bad = {{0, std::span(host).first(bytes)}, {4, std::span(host).last(bytes)}};
+  EXPECT_EQ(h.backend->ReadBlocks(bad).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
