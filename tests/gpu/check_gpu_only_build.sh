@@ -25,7 +25,7 @@ for bin in "$BUILD/tests/gpu_tests" "$BUILD/bench/bench_gpu"; do
   while read -r lib path; do
     case "$path" in
       "$PREFIX"/* | "$CUDA_ROOT"/* | /usr/local/cuda*) ;;
-      *) case "$lib" in
+      *) case "${lib##*/}" in
            linux-vdso* | libc.so* | libm.so* | libstdc++* | libgcc_s* | libgomp* | ld-linux* | libdl.so* | \
            libpthread* | librt.so* | libcuda.so*) ;;
            *) echo "check_gpu_only_build: $bin loads $lib from $path, outside the prepared folder"; bad=1 ;;
