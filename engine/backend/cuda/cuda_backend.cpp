@@ -65,6 +65,13 @@ Status CudaBackend::Impl::SetDevice() const {
   return OkStatus();
 }
 
+Status CudaBackend::Impl::CheckBlock(int32_t id, size_t bytes, const char* what) const {
+  if (arena == nullptr || id < 0 || id >= num_blocks || bytes != spec->block_bytes()) {
+    return InvalidArgumentError(fmt::format("{}: bad block id or size", what));
+  }
+  return OkStatus();
+}
+
 Status CudaBackend::Impl::Drain() {
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return OkStatus();
@@ -509,9 +516,7 @@ Status CudaBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
 Status CudaBackend::ReadBlock(int32_t id, std::span<uint8_t> out) const {
   Impl& m = *impl_;
   RETURN_IF_ERROR(m.SetDevice());
-  if (m.arena == nullptr || id < 0 || id >= m.num_blocks || out.size() != m.spec->block_bytes()) {
-    return InvalidArgumentError("ReadBlock: bad block id or size");
-  }
+  RETURN_IF_ERROR(m.CheckBlock(id, out.size(), "ReadBlock"));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), m.arena + static_cast<size_t>(id) * out.size(), out.size(),
                                        cudaMemcpyDeviceToHost, m.stream));
   return m.Drain();
@@ -520,9 +525,7 @@ Status CudaBackend::ReadBlock(int32_t id, std::span<uint8_t> out) const {
 Status CudaBackend::WriteBlock(int32_t id, std::span<const uint8_t> in) {
   Impl& m = *impl_;
   RETURN_IF_ERROR(m.SetDevice());
-  if (m.arena == nullptr || id < 0 || id >= m.num_blocks || in.size() != m.spec->block_bytes()) {
-    return InvalidArgumentError("WriteBlock: bad block id or size");
-  }
+  RETURN_IF_ERROR(m.CheckBlock(id, in.size(), "WriteBlock"));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.arena + static_cast<size_t>(id) * in.size(), in.data(), in.size(),
                                        cudaMemcpyHostToDevice, m.stream));
   return m.Drain();
@@ -532,9 +535,7 @@ Status CudaBackend::ReadBlocks(std::span<const BlockTransfer> copies) const {
   Impl& m = *impl_;
   RETURN_IF_ERROR(m.SetDevice());
   for (const BlockTransfer& c : copies) {
-    if (m.arena == nullptr || c.block < 0 || c.block >= m.num_blocks || c.host.size() != m.spec->block_bytes()) {
-      return InvalidArgumentError("ReadBlocks: bad block id or size");
-    }
+    RETURN_IF_ERROR(m.CheckBlock(c.block, c.host.size(), "ReadBlocks"));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.host.data(), m.arena + static_cast<size_t>(c.block) * c.host.size(),
                                          c.host.size(), cudaMemcpyDeviceToHost, m.stream));
   }
@@ -545,9 +546,7 @@ Status CudaBackend::WriteBlocks(std::span<const BlockTransfer> copies) {
   Impl& m = *impl_;
   RETURN_IF_ERROR(m.SetDevice());
   for (const BlockTransfer& c : copies) {
-    if (m.arena == nullptr || c.block < 0 || c.block >= m.num_blocks || c.host.size() != m.spec->block_bytes()) {
-      return InvalidArgumentError("WriteBlocks: bad block id or size");
-    }
+    RETURN_IF_ERROR(m.CheckBlock(c.block, c.host.size(), "WriteBlocks"));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.arena + static_cast<size_t>(c.block) * c.host.size(), c.host.data(),
                                          c.host.size(), cudaMemcpyHostToDevice, m.stream));
   }

@@ -171,6 +171,9 @@ struct CudaBackend::Impl {
   [[nodiscard]] Status UploadWeights(const Model& model);
   [[nodiscard]] Status RandomWeights(uint64_t seed);
   [[nodiscard]] Status InitKvCache(const KvSpec& spec, int num_blocks);
+  // INVALID_ARGUMENT ("<what>: bad block id or size") unless block `id` exists and `bytes` is
+  // one block's size.
+  [[nodiscard]] Status CheckBlock(int32_t id, size_t bytes, const char* what) const;
   void FreeKvCache();
   void ClearGraphs();
   [[nodiscard]] Status SetDevice() const;
