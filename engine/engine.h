@@ -107,7 +107,6 @@ struct CacheSnapshot {
   KvBlockMap blocks;
   std::vector<CacheOwner> owners;  // parallel to blocks.seqs
   std::string kv_dtype;            // the pool's storage dtypes (KvSpec::Describe)
-  int64_t block_bytes = 0;
   EngineStats stats;               // as of the same moment (stats.cache included)
 };
 

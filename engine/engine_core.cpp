@@ -335,7 +335,6 @@ CacheSnapshot EngineCore::TakeCacheSnapshot() const {
   CacheSnapshot snap;
   snap.blocks = cache_->BlockMap();
   snap.kv_dtype = cache_->spec().Describe();
-  snap.block_bytes = static_cast<int64_t>(cache_->spec().block_bytes());
   snap.stats = stats_;
   snap.stats.cache = cache_->stats();
   snap.stats.running = scheduler_->num_running();

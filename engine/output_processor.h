@@ -41,7 +41,7 @@ struct SequenceOutput {
   std::string matched_stop;
   Clock::time_point last_token_time{};
   // Prompt logprobs: entry k is prompt token k's (entry 0 has none); its size is
-  // Sequence::num_prompt_logprobs.
+  // Sequence::num_prompt_logprobs until the entries are sent (moved into one delta).
   std::vector<TokenLogprob> prompt_logprobs;
 };
 

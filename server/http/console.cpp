@@ -97,7 +97,7 @@ std::string CacheBlocksJson(const CacheSnapshot& snapshot, const std::string& ca
       {"time", now},
       {"block_size", map.block_size},
       {"num_blocks", map.num_blocks()},
-      {"bytes_per_block", snapshot.block_bytes},
+      {"bytes_per_block", stats.cache.block_bytes},
       {"dtype", snapshot.kv_dtype},
       {"states", states},
       {"counts", counts},

@@ -19,31 +19,44 @@ enum class Route {
   kConsole, kCacheBlocks
 };
 
+// Who may call a route without a key.
+enum class Access {
+  kKey,            // the API key when keys are configured
+  kObservability,  // open unless protect_observability; also served while loading or draining
+  kOpen,           // always open: the console page, which holds no data and asks for the key
+};
+
 struct RouteSpec {
   Route route;
   const char* method;
-  bool observability;  // open without a key unless protect_observability; served while draining
+  Access access = Access::kKey;
+  bool waits_for_engine = false;  // blocks about one engine step: handled on a worker thread
 };
 
 constexpr char kModelsPrefix[] = "/v1/models/";
 
 std::optional<RouteSpec> FindRoute(std::string_view path) {
-  if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST", false};
-  if (path == "/v1/chat/completions") return RouteSpec{Route::kChat, "POST", false};
-  if (path == "/v1/models") return RouteSpec{Route::kModels, "GET", false};
+  if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST"};
+  if (path == "/v1/chat/completions") return RouteSpec{Route::kChat, "POST"};
+  if (path == "/v1/models") return RouteSpec{Route::kModels, "GET"};
   if (path.starts_with(kModelsPrefix) && path.size() > sizeof(kModelsPrefix) - 1) {
-    return RouteSpec{Route::kModel, "GET", false};
+    return RouteSpec{Route::kModel, "GET"};
   }
-  if (path == "/health") return RouteSpec{Route::kHealth, "GET", true};
-  if (path == "/ready") return RouteSpec{Route::kReady, "GET", true};
-  if (path == "/metrics") return RouteSpec{Route::kMetrics, "GET", true};
-  if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST", false};
-  if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST", false};
-  if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", false};
-  if (path == "/v1/cache/blocks") return RouteSpec{Route::kCacheBlocks, "GET", false};
-  if (path == "/") return RouteSpec{Route::kConsole, "GET", true};
+  if (path == "/health") return RouteSpec{Route::kHealth, "GET", Access::kObservability};
+  if (path == "/ready") return RouteSpec{Route::kReady, "GET", Access::kObservability};
+  if (path == "/metrics") return RouteSpec{Route::kMetrics, "GET", Access::kObservability};
+  if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST"};
+  if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST"};
+  if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", Access::kKey, /*waits_for_engine=*/true};
+  if (path == "/v1/cache/blocks") {
+    return RouteSpec{Route::kCacheBlocks, "GET", Access::kKey, /*waits_for_engine=*/true};
+  }
+  if (path == "/") return RouteSpec{Route::kConsole, "GET", Access::kOpen};
   return std::nullopt;
 }
+
+// The path of a request target ("/v1/models?x=1" -> "/v1/models").
+std::string_view PathOf(std::string_view target) { return target.substr(0, target.find('?')); }
 
 HttpReply Error(Status status, std::string code = "", std::string param = "") {
   return ErrorReply(ApiError{std::move(status), std::move(param), std::move(code), 0});
@@ -55,6 +68,12 @@ int64_t UnixNow() {
 }
 
 }  // namespace
+
+bool HttpRouter::IsHeavy(const HttpRequestInfo& request) {
+  if (request.method == "POST") return true;
+  const std::optional<RouteSpec> spec = FindRoute(PathOf(request.target));
+  return spec && spec->waits_for_engine;
+}
 
 HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
@@ -68,8 +87,7 @@ std::string HttpRouter::NextId(ApiKind kind) {
 
 HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   Result result;
-  const std::string_view target(request.target);
-  const std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view path = PathOf(request.target);
   std::optional<RouteSpec> spec = FindRoute(path);
   if (spec && spec->route == Route::kDebugCache && !ctx_->options.enable_debug_endpoints) spec.reset();
   if (spec && spec->route == Route::kConsole && !ctx_->options.enable_console) spec.reset();
@@ -79,11 +97,11 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     return result;
   }
   result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}") : std::string(path);
-  result.quiet = spec->observability;
+  const bool observability = spec->access == Access::kObservability;
+  result.quiet = observability;
 
   std::optional<std::string> tenant = auth_.Authenticate(request.authorization);
-  // The console page holds no data (it asks for the key itself): a browser must reach it.
-  const bool open = spec->route == Route::kConsole || (spec->observability && !ctx_->options.protect_observability);
+  const bool open = spec->access == Access::kOpen || (observability && !ctx_->options.protect_observability);
   if (!tenant && !open) {
     HttpReply reply = Error(UnauthenticatedError(request.authorization.empty()
                                                      ? "missing API key: send 'Authorization: Bearer <key>'"
@@ -106,7 +124,7 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     return Generate(request, spec->route == Route::kChat ? ApiKind::kChat : ApiKind::kCompletion,
                     tenant.value_or(""));
   }
-  if (!spec->observability && (ctx_->loading || ctx_->draining)) {
+  if (!observability && (ctx_->loading || ctx_->draining)) {
     result.reply = Error(UnavailableError(ctx_->loading ? "the model is loading; retry shortly"
                                                         : "the server is shutting down"),
                          "service_unavailable");
@@ -176,7 +194,7 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       result.reply = ConsoleReply();
       return result;
     case Route::kCacheBlocks: {
-      // Taken on the engine thread between two steps (a worker thread waits for it: IsHeavy).
+      // Taken on the engine thread between two steps (a worker thread waits: waits_for_engine).
       StatusOr<CacheSnapshot> snapshot = ctx_->engine->SnapshotCache(/*timeout_seconds=*/10);
       if (!snapshot.ok()) {
         result.reply = Error(snapshot.status(), "service_unavailable");

@@ -59,10 +59,8 @@ class HttpRouter {
   [[nodiscard]] Result Handle(const HttpRequestInfo& request);
 
   // Whether the request may take long to handle (parsing, tokenizing a large body): POST.
-  static bool IsHeavy(const HttpRequestInfo& request) {
-    return request.method == "POST" || request.target.starts_with("/debug/cache") ||
-           request.target.starts_with("/v1/cache/blocks");
-  }
+  // POST requests, and the routes that wait for the engine thread.
+  static bool IsHeavy(const HttpRequestInfo& request);
 
  private:
   Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);

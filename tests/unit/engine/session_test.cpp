@@ -226,7 +226,7 @@ TEST_F(SessionTest, TheCacheSnapshotNamesTheRequestAndThenItsIdleSession) {
   EXPECT_EQ(held, map.seqs[0].num_blocks);
   EXPECT_EQ(map.count(BlockState::kUsed) + map.count(BlockState::kShared), held);
   EXPECT_FALSE(snap->kv_dtype.empty());
-  EXPECT_GT(snap->block_bytes, 0);
+  EXPECT_GT(snap->stats.cache.block_bytes, 0);
 
   while ((*stream)->Next(&deltas)) {
   }

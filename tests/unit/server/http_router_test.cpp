@@ -105,6 +105,25 @@ TEST_F(HttpRouterTest, RoutesMethodsAndObservability) {
   EXPECT_TRUE(r.quiet);
 }
 
+// POST bodies and the routes that wait for the engine thread go to the worker threads; the
+// decision comes from the route table, so a near-miss path or a GET elsewhere stays on I/O.
+TEST(HttpRouterRouting, HeavyRequestsAreThoseThatParseBodiesOrWaitForTheEngine) {
+  auto heavy = [](const char* method, const char* target) {
+    HttpRequestInfo r;
+    r.method = method;
+    r.target = target;
+    return HttpRouter::IsHeavy(r);
+  };
+  EXPECT_TRUE(heavy("POST", "/v1/completions"));
+  EXPECT_TRUE(heavy("GET", "/v1/cache/blocks"));
+  EXPECT_TRUE(heavy("GET", "/v1/cache/blocks?compact=1"));
+  EXPECT_TRUE(heavy("GET", "/debug/cache"));
+  EXPECT_FALSE(heavy("GET", "/v1/cache/blocksX"));
+  EXPECT_FALSE(heavy("GET", "/metrics"));
+  EXPECT_FALSE(heavy("GET", "/"));
+  EXPECT_FALSE(heavy("GET", "/health"));
+}
+
 TEST_F(HttpRouterTest, LoadingAndDraining) {
   HttpRouter router(&ctx_);
   ctx_.loading = true;
