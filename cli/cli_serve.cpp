@@ -233,10 +233,14 @@ int RunServe(ServeOptions& o) {
   ctx.profiler = profiler.get();
   ctx.options = o.server;
   ctx.model_id = ModelId(o);
+  StatusOr<TlsMaterial> tls = LoadTlsMaterial(o.server.tls);
+  if (!tls.ok()) return ReportError(kCommand, tls.status().message(), kExitUsageError);
+  ctx.tls = std::move(tls).value();
 
   StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(&ctx);
   if (!http.ok()) return ReportError(kCommand, http.status().message(), kExitRuntimeError);
-  Announce(fmt::format("HTTP on http://{}:{}", o.server.host, (*http)->port()));
+  Announce(fmt::format("HTTP on {}://{}:{}{}", ctx.tls.enabled() ? "https" : "http", o.server.host, (*http)->port(),
+                       ctx.tls.mutual() ? " (client certificates required)" : ""));
 
   // Model.
   LOG_INFO("loading model {}", o.engine.model);
@@ -275,7 +279,7 @@ int RunServe(ServeOptions& o) {
       return ReportError(kCommand, started.status().message(), kExitRuntimeError);
     }
     grpc = std::move(started).value();
-    Announce(fmt::format("gRPC on {}:{}", o.server.host, grpc->port()));
+    Announce(fmt::format("gRPC on {}:{}{}", o.server.host, grpc->port(), ctx.tls.enabled() ? " (TLS)" : ""));
   }
   ctx.loading = false;  // after ctx.engine is set: handlers read it only when not loading
   LOG_INFO("ready: serving model '{}'", ctx.model_id);
@@ -347,6 +351,11 @@ void RegisterServeCommand(CommandRegistry& registry) {
                                            "(repeatable; comma-separated in KVSERVE_API_KEY)")
       ->delimiter(',');
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line ('#' comments)");
+  sub->add_option("--tls-cert-file", s.tls.cert_file, "PEM certificate (then its intermediates): serve HTTPS and "
+                                                     "gRPC over TLS with it; needs --tls-key-file");
+  sub->add_option("--tls-key-file", s.tls.key_file, "PEM private key of --tls-cert-file");
+  sub->add_option("--tls-client-ca-file", s.tls.client_ca_file, "PEM CA certificates: require clients (HTTPS and "
+                                                               "gRPC) to present a certificate they signed (mutual TLS)");
   sub->add_flag("--protect-observability", s.protect_observability, "Require the API key for /health, /ready "
                                                                      "and /metrics too");
   sub->add_option("--shutdown-grace", s.shutdown_grace_seconds, "Seconds in-flight requests get after SIGTERM")

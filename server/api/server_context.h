@@ -12,6 +12,7 @@
 
 #include "common/profiler.h"
 #include "engine/engine.h"
+#include "server/api/tls.h"
 
 namespace kvserve {
 
@@ -32,6 +33,7 @@ struct ServerOptions {
   std::string served_model_name;       // id in /v1/models; default: the file's name
   bool enable_debug_endpoints = false; // GET /debug/cache (KV cache integrity check)
   bool enable_console = true;          // GET / (the web console page)
+  TlsFiles tls;                        // set: HTTPS and gRPC over TLS (server/api/tls.h)
 };
 
 struct ServerContext {
@@ -39,6 +41,7 @@ struct ServerContext {
   std::string model_id;       // the id clients must use in "model"
   std::string backend_name;   // "cpu" | "cuda"
   ServerOptions options;
+  TlsMaterial tls;            // loaded from options.tls before the front ends start
   // --profile: the HTTP server adds the time it spends turning engine output into SSE bytes
   // and writing them (ProfileOp::kNetworkWrite). Nullable, not owned; set before the front
   // ends start and outlives them.

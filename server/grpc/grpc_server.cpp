@@ -278,7 +278,7 @@ class GrpcServerImpl final : public GrpcServer {
     const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
     const std::string address = ipv6 ? fmt::format("[{}]:{}", host, ctx_->options.grpc_port)
                                      : fmt::format("{}:{}", host, ctx_->options.grpc_port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(address, Credentials(ctx_->tls), &port_);
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<size_t>(ctx_->options.max_body_bytes, std::numeric_limits<int>::max())));
     builder.RegisterService(&service_);
@@ -311,6 +311,17 @@ class GrpcServerImpl final : public GrpcServer {
   }
 
  private:
+  // TLS on the HTTP server's certificate; with a client CA, clients must present a
+  // certificate that chains to it.
+  static std::shared_ptr<grpc::ServerCredentials> Credentials(const TlsMaterial& tls) {
+    if (!tls.enabled()) return grpc::InsecureServerCredentials();
+    grpc::SslServerCredentialsOptions options(tls.mutual() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    options.pem_root_certs = tls.client_ca_pem;
+    options.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_chain_pem});
+    return grpc::SslServerCredentials(options);
+  }
+
   void SetServing(bool serving) {
     health_->SetServingStatus(serving);
     health_->SetServingStatus(kServiceName, serving);
