@@ -135,7 +135,8 @@ void RegisterBenchServeCommand(CommandRegistry& registry) {
   CLI::App* sub = registry.Add(kCommand, "Load-test an OpenAI-compatible server (kvserve, llama.cpp, vLLM): "
                                          "throughput, TTFT, inter-token and end-to-end latency",
                                [o] { return RunBenchServe(*o); });
-  sub->add_option("--url", o->url, "Server base URL (http://host:port)");
+  sub->add_option("--url", o->url, "Server base URL (http://host:port, or https:// trusting the CAs of "
+                                   "OpenSSL's store or SSL_CERT_FILE)");
   sub->add_option("--model", c.model, "Model id to request (default: the first of GET /v1/models)");
   sub->add_option("--endpoint", o->endpoint, "completions (/v1/completions) or chat (/v1/chat/completions)")
       ->check(CLI::IsMember({"completions", "chat"}));

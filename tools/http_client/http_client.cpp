@@ -46,12 +46,17 @@ std::string_view Trim(std::string_view s) {
 }  // namespace
 
 StatusOr<Url> ParseUrl(std::string_view text) {
-  constexpr std::string_view kScheme = "http://";
-  if (!text.starts_with(kScheme)) {
-    return InvalidArgumentError(fmt::format("--url '{}': only http://host:port URLs are supported", text));
-  }
-  std::string_view rest = text.substr(kScheme.size());
   Url url;
+  std::string_view rest = text;
+  if (rest.starts_with("https://")) {
+    url.tls = true;
+    url.port = 443;
+    rest.remove_prefix(8);
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else {
+    return InvalidArgumentError(fmt::format("--url '{}': only http:// and https:// URLs are supported", text));
+  }
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -240,6 +245,7 @@ HttpConnection::HttpConnection(Url url, double timeout_seconds)
 HttpConnection::~HttpConnection() { Close(); }
 
 void HttpConnection::Close() {
+  tls_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   buffer_.clear();
@@ -279,6 +285,13 @@ Status HttpConnection::Connect() {
   }
   ::freeaddrinfo(found);
   if (fd_ < 0) return UnavailableError(fmt::format("cannot connect to {}:{}: {}", url_.host, url_.port, error));
+  if (url_.tls) {
+    tls_ = std::make_unique<TlsSession>();
+    if (Status s = tls_->Handshake(fd_, url_.host, url_.verify_peer); !s.ok()) {
+      Close();
+      return s;
+    }
+  }
   return OkStatus();
 }
 
@@ -296,6 +309,7 @@ std::string HttpConnection::FormatRequest(std::string_view method, std::string_v
 
 Status HttpConnection::Send(std::string_view bytes) {
   if (fd_ < 0) return UnavailableError("send on a closed connection");
+  if (tls_) return tls_->Write(bytes);
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -310,6 +324,12 @@ Status HttpConnection::Send(std::string_view bytes) {
 StatusOr<bool> HttpConnection::Fill() {
   if (fd_ < 0) return UnavailableError("read on a closed connection");
   char block[kReadBytes];
+  if (tls_) {
+    ASSIGN_OR_RETURN(const size_t n, tls_->Read(block, sizeof(block)));
+    buffer_.append(block, n);
+    bytes_received_ += static_cast<int64_t>(n);
+    return n > 0;
+  }
   for (;;) {
     const ssize_t n = ::recv(fd_, block, sizeof(block), 0);
     if (n > 0) {

@@ -12,22 +12,26 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
+#include "tools/http_client/tls_session.h"
 
 namespace kvserve::bench {
 
-// http://host[:port][/base]. The base path (without a trailing '/') prefixes every target.
+// http[s]://host[:port][/base]. The base path (without a trailing '/') prefixes every target.
 struct Url {
   std::string host;
   int port = 80;
   std::string base_path;
+  bool tls = false;  // https: tls_session.h says how the server is verified
+  bool verify_peer = true;  // https: false only to probe one's own server (kvserve healthcheck)
 };
-// INVALID_ARGUMENT for anything but http:// URLs (https is not supported).
+// INVALID_ARGUMENT for anything but http:// and https:// URLs.
 [[nodiscard]] StatusOr<Url> ParseUrl(std::string_view text);
 
 // Transfer-Encoding: chunked, decoded incrementally.
@@ -126,6 +130,7 @@ class HttpConnection {
   Url url_;
   double timeout_seconds_;
   int fd_ = -1;
+  std::unique_ptr<TlsSession> tls_;  // https: over fd_
   std::string buffer_;        // received bytes not yet consumed
   int64_t bytes_received_ = 0;  // since the last Connect
 };

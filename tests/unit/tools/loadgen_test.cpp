@@ -128,7 +128,12 @@ TEST(BenchServeHttp, ParsesUrls) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, 9000);
-  EXPECT_FALSE(ParseUrl("https://x:1").ok());
+  u = ParseUrl("https://localhost/v1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->base_path, "/v1");
+  EXPECT_FALSE(ParseUrl("ftp://x:1").ok());
   EXPECT_FALSE(ParseUrl("http://x:abc").ok());
   EXPECT_FALSE(ParseUrl("http://:80").ok());
 }
