@@ -66,7 +66,6 @@ COPY --from=build-cpu /out/runtime-packages.txt /tmp/kvserve-setup/
 COPY deploy/docker/install-runtime.sh /tmp/kvserve-setup/
 RUN bash /tmp/kvserve-setup/install-runtime.sh /tmp/kvserve-setup/runtime-packages.txt \
     && rm -rf /tmp/kvserve-setup
-COPY --chmod=0755 deploy/docker/healthcheck.sh /usr/local/bin/kvserve-healthcheck
 # Every `kvserve serve` flag also reads KVSERVE_<FLAG>; mount the model directory at /models.
 ENV KVSERVE_MODEL=/models/model.gguf \
     KVSERVE_HOST=0.0.0.0 \
@@ -74,7 +73,8 @@ ENV KVSERVE_MODEL=/models/model.gguf \
     KVSERVE_GRPC_PORT=50051
 USER 10001:10001
 EXPOSE 8080 50051
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["kvserve-healthcheck"]
+# `kvserve healthcheck`: GET /health on the server's port, over HTTPS when KVSERVE_TLS_CERT_FILE is set.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["kvserve", "healthcheck"]
 ENTRYPOINT ["kvserve"]
 CMD ["serve"]
 
@@ -111,13 +111,13 @@ COPY --from=build-cuda /out/runtime-packages.txt /tmp/kvserve-setup/
 COPY deploy/docker/install-runtime.sh /tmp/kvserve-setup/
 RUN bash /tmp/kvserve-setup/install-runtime.sh /tmp/kvserve-setup/runtime-packages.txt \
     && rm -rf /tmp/kvserve-setup
-COPY --chmod=0755 deploy/docker/healthcheck.sh /usr/local/bin/kvserve-healthcheck
 ENV KVSERVE_MODEL=/models/model.gguf \
     KVSERVE_HOST=0.0.0.0 \
     KVSERVE_HTTP_PORT=8080 \
     KVSERVE_GRPC_PORT=50051
 USER 10001:10001
 EXPOSE 8080 50051
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["kvserve-healthcheck"]
+# `kvserve healthcheck`: GET /health on the server's port, over HTTPS when KVSERVE_TLS_CERT_FILE is set.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["kvserve", "healthcheck"]
 ENTRYPOINT ["kvserve"]
 CMD ["serve"]

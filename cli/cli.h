@@ -74,5 +74,6 @@ void RegisterSoakCommand(CommandRegistry& registry);
 void RegisterBenchServeCommand(CommandRegistry& registry);
 void RegisterPlanCommand(CommandRegistry& registry);
 void RegisterKvSensitivityCommand(CommandRegistry& registry);
+void RegisterHealthcheckCommand(CommandRegistry& registry);
 
 }  // namespace kvserve::cli

@@ -15,5 +15,6 @@ int main(int argc, char** argv) {
   kvserve::cli::RegisterBenchServeCommand(registry);
   kvserve::cli::RegisterPlanCommand(registry);
   kvserve::cli::RegisterKvSensitivityCommand(registry);
+  kvserve::cli::RegisterHealthcheckCommand(registry);
   return registry.ParseAndRun(argc, argv);
 }
