@@ -1,11 +1,13 @@
-"""E2E gRPC client for kvserve (run by grpc_test.sh with Debian's python3-grpcio).
+"""E2E gRPC client for kvserve (run by grpc_test.sh and tls_test.sh with Debian's python3-grpcio).
 
 Against a running `kvserve serve --api-key KEY`: authentication, health (raw bytes: the
 grpc.health.v1 stubs are not packaged), model info, streaming vs unary greedy output, chat,
 and a stream cancelled mid-way whose KV blocks must be free again (read from /metrics).
-Exits non-zero with a message on the first failed check.
+Over TLS (and mutual TLS) with --tls-ca (--tls-cert, --tls-client-key). Exits non-zero with a
+message on the first failed check.
 """
 import argparse
+import ssl
 import sys
 import time
 import urllib.request
@@ -22,9 +24,12 @@ def check(condition, message):
         sys.exit(1)
 
 
+TLS = None  # ssl.SSLContext for an https:// --http (set from --tls-ca)
+
+
 def metric(http, series):
     """The value of `series` (e.g. 'kvserve_kv_cache_blocks{state="used"}') in /metrics."""
-    with urllib.request.urlopen(http + "/metrics", timeout=10) as response:
+    with urllib.request.urlopen(http + "/metrics", timeout=10, context=TLS) as response:
         for line in response.read().decode().splitlines():
             if line.startswith(series + " "):
                 return float(line.split()[-1])
@@ -45,9 +50,23 @@ def main():
     parser.add_argument("--grpc", required=True, help="host:port of kvserve's gRPC server")
     parser.add_argument("--http", required=True, help="http://host:port of kvserve's HTTP server")
     parser.add_argument("--key", required=True, help="API key the server was started with")
+    parser.add_argument("--tls-ca", help="PEM CA of a TLS server: gRPC over TLS and https:// --http")
+    parser.add_argument("--tls-cert", help="PEM client certificate (with --tls-client-key) for mutual TLS")
+    parser.add_argument("--tls-client-key", help="PEM key of --tls-cert")
     args = parser.parse_args()
 
-    channel = grpc.insecure_channel(args.grpc)
+    if args.tls_ca:
+        global TLS
+        TLS = ssl.create_default_context(cafile=args.tls_ca)
+        read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
+        if args.tls_cert:
+            TLS.load_cert_chain(args.tls_cert, args.tls_client_key)
+        credentials = grpc.ssl_channel_credentials(root_certificates=read(args.tls_ca),
+                                                   private_key=read(args.tls_client_key),
+                                                   certificate_chain=read(args.tls_cert))
+        channel = grpc.secure_channel(args.grpc, credentials)
+    else:
+        channel = grpc.insecure_channel(args.grpc)
     grpc.channel_ready_future(channel).result(timeout=30)
     stub = pb_grpc.GenerationStub(channel)
     auth = [("authorization", "Bearer " + args.key)]
