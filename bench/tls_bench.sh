@@ -7,7 +7,7 @@
 # Usage: bash bench/tls_bench.sh [KVSERVE_BINARY]
 # Environment: OUT (default bench/results/tls.md), MODEL (default ../shared's stories260K if
 # present, else synthetic:tiny: a model so small that transport costs show), CLIENTS
-# (default "1 16"), REPEATS (default 5), REQUESTS (per run, default 64), MAX_TOKENS (128).
+# (default "1 16"), REPEATS (default 7), REQUESTS (per run, default 256), MAX_TOKENS (128).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,8 +16,8 @@ OUT=${OUT:-$ROOT/bench/results/tls.md}
 STORIES=$ROOT/../shared/models/stories260K.gguf
 MODEL=${MODEL:-$([[ -f $STORIES ]] && realpath "$STORIES" || echo synthetic:tiny)}
 CLIENTS=${CLIENTS:-"1 16"}
-REPEATS=${REPEATS:-5}
-REQUESTS=${REQUESTS:-64}
+REPEATS=${REPEATS:-7}
+REQUESTS=${REQUESTS:-256}
 MAX_TOKENS=${MAX_TOKENS:-128}
 WORK=$(mktemp -d)
 PIDS=()
