@@ -149,7 +149,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   const ModelConfig& mc = model.config();
   EnginePlan plan;
   EngineConfig& c = plan.config;
-  ASSIGN_OR_RETURN(plan.device, ResolveDevice(f.device));
+  ASSIGN_OR_RETURN(plan.device, ResolveDevice(f.device, mc));
   plan.kv_cache_memory = f.kv_cache_memory;
   plan.gpu_memory_utilization = f.gpu_memory_utilization;
   c.max_num_seqs = f.max_num_seqs;

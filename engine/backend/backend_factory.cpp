@@ -15,11 +15,15 @@ BackendLimits LimitsFor(const BackendConfig& config) {
   return limits;
 }
 
-StatusOr<std::string> ResolveDevice(std::string_view requested) {
+StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model) {
   if (requested == "cpu") return std::string("cpu");
-  if (requested == "auto") return std::string(CudaDeviceAvailable() ? "cuda" : "cpu");
+  if (requested == "auto") return std::string(CudaDeviceAvailable() && !model.NeedsBeyondLlama() ? "cuda" : "cpu");
   if (requested == "cuda") {
     if (!CudaDeviceAvailable()) return UnavailableError("--device cuda: " + CudaUnavailableReason());
+    if (model.NeedsBeyondLlama()) {
+      return UnimplementedError("--device cuda: the CUDA backend does not run " + model.architecture +
+                                " models yet (sliding-window attention, soft-capping); use --device cpu");
+    }
     return std::string("cuda");
   }
   return InvalidArgumentError("unknown device '" + std::string(requested) + "' (cpu, cuda or auto)");

@@ -30,9 +30,11 @@ struct BackendConfig {
 // What a backend must hold in one Forward for an engine of `config`'s budgets.
 [[nodiscard]] BackendLimits LimitsFor(const BackendConfig& config);
 
-// "auto" -> "cuda" where a CUDA device is usable, else "cpu"; "cpu" as is; "cuda" without a
-// usable device: UNAVAILABLE with the reason; anything else: INVALID_ARGUMENT.
-[[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested);
+// "auto" -> "cuda" where a CUDA device is usable and the CUDA backend implements `model`'s
+// computation, else "cpu"; "cpu" as is; "cuda" without a usable device: UNAVAILABLE with the
+// reason; "cuda" for a model the CUDA backend does not implement (sliding windows, Gemma 2's
+// extras): UNIMPLEMENTED naming the architecture; anything else: INVALID_ARGUMENT.
+[[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model);
 
 // REQUIRES: `model` outlives the backend.
 [[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model);

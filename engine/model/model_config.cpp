@@ -1,10 +1,39 @@
 #include "engine/model/model_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string_view>
+
+#include "engine/model/ggml_types.h"
 #include "engine/model/gguf.h"
 
 namespace kvserve {
+
+std::vector<double> RopeInverseFrequencies(double base, int rope_dim, std::span<const float> factors) {
+  std::vector<double> inv_freq(static_cast<size_t>(std::max(rope_dim / 2, 0)));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / rope_dim);
+    if (i < factors.size()) inv_freq[i] /= factors[i];
+  }
+  return inv_freq;
+}
+
+float ModelConfig::QueryScale() const {
+  return query_scale > 0 ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+bool ModelConfig::NeedsBeyondLlama() const {
+  return sliding_window > 0 || scale_embeddings || gelu_gate || post_norms || attn_logit_softcap > 0 ||
+         final_logit_softcap > 0 || query_scale > 0;
+}
+
+std::vector<double> ModelConfig::RopeInvFreq() const {
+  return RopeInverseFrequencies(rope_freq_base, rope_dim, rope_freq_factors);
+}
 
 Status ModelConfig::Validate() const {
   if (vocab_size <= 0 || dim <= 0 || num_layers <= 0 || num_heads <= 0 || num_kv_heads <= 0 ||
@@ -20,6 +49,16 @@ Status ModelConfig::Validate() const {
                                             rope_dim, head_dim));
   }
   if (context_length <= 0) return InvalidArgumentError("context length must be positive");
+  if (sliding_window < 0 || sliding_window_every < 1) {
+    return InvalidArgumentError("sliding window must be >= 0 and its layer period >= 1");
+  }
+  if (!rope_freq_factors.empty() && static_cast<int>(rope_freq_factors.size()) != rope_dim / 2) {
+    return InvalidArgumentError(fmt::format("rope_freqs has {} factors, expected rope dimension / 2 = {}",
+                                            rope_freq_factors.size(), rope_dim / 2));
+  }
+  for (float f : rope_freq_factors) {
+    if (!(f > 0) || !std::isfinite(f)) return InvalidArgumentError("rope_freqs factors must be positive and finite");
+  }
   if (!(rms_norm_eps > 0) || !(rope_freq_base > 0) || !(rope_freq_scale > 0)) {
     return InvalidArgumentError("rms eps, rope base and rope scale must be positive");
   }
@@ -47,6 +86,61 @@ bool UsesNeoxRope(const std::string& arch) {
   return false;
 }
 
+// Architectures whose computation kvserve implements. Others (qwen3's Q/K norms, gemma's
+// GELU without soft-capping, granite's scales, ...) would load and produce wrong numbers, so
+// they are refused by name.
+constexpr std::array<std::string_view, 5> kArchitectures = {"llama", "mistral", "qwen2", "phi3", "gemma2"};
+
+StatusOr<float> GetFloatOr(const GgufFile& f, const std::string& key, float fallback) {
+  if (!f.Has(key)) return fallback;
+  ASSIGN_OR_RETURN(double v, f.GetFloat(key));
+  return static_cast<float>(v);
+}
+
+// phi3: sliding window on every layer (fused Q/K/V and gate/up tensors are the weights'
+// business); longrope (128k models: rope_factors_long/short) is not implemented.
+// gemma2: the 2B/9B/27B computation as llama.cpp runs it: embeddings scaled by sqrt(dim),
+// GELU-tanh gate, post-attention and post-FFN norms, soft-capped attention scores and logits,
+// a window on even layers, and queries scaled by 1/sqrt(head_dim), except the 46-layer 27B
+// model, which uses 1/sqrt(dim / heads).
+Status ReadArchitectureExtras(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->architecture;
+  if (a == "phi3") {
+    if (f.FindTensor("rope_factors_long.weight") != nullptr) {
+      return UnimplementedError("phi3 with longrope scaling (rope_factors_long) is not supported");
+    }
+    ASSIGN_OR_RETURN(const float window, GetFloatOr(f, a + ".attention.sliding_window", 0));
+    c->sliding_window = static_cast<int>(window);
+  } else if (a == "gemma2") {
+    ASSIGN_OR_RETURN(const float window, GetFloatOr(f, a + ".attention.sliding_window", 4096));
+    c->sliding_window = static_cast<int>(window);
+    c->sliding_window_every = 2;
+    c->scale_embeddings = true;
+    c->gelu_gate = true;
+    c->post_norms = true;
+    ASSIGN_OR_RETURN(c->attn_logit_softcap, GetFloatOr(f, a + ".attn_logit_softcapping", 50));
+    ASSIGN_OR_RETURN(c->final_logit_softcap, GetFloatOr(f, a + ".final_logit_softcapping", 30));
+    const int scaled_dim = c->num_layers == 46 ? c->dim / c->num_heads : c->head_dim;
+    c->query_scale = 1.0f / std::sqrt(static_cast<float>(scaled_dim));
+  }
+  if (c->attn_logit_softcap < 0 || c->final_logit_softcap < 0) {
+    return InvalidArgumentError("soft-capping values must not be negative");
+  }
+  return OkStatus();
+}
+
+// Llama 3.1+: `rope_freqs.weight`, one divisor per frequency (F32 or F16).
+StatusOr<std::vector<float>> ReadRopeFreqFactors(const GgufFile& f) {
+  const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return std::vector<float>();
+  if (t->type != GgmlType::kF32 && t->type != GgmlType::kF16) {
+    return InvalidArgumentError(fmt::format("rope_freqs.weight has type {}, expected f32 or f16", GgmlTypeName(t->type)));
+  }
+  std::vector<float> factors(t->num_elements);
+  DequantizeRow(t->type, t->data, factors.data(), static_cast<int64_t>(factors.size()));
+  return factors;
+}
+
 StatusOr<int> GetPositive(const GgufFile& f, const std::string& key) {
   ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
   if (v == 0 || v > (1u << 30)) return InvalidArgumentError("key '" + key + "' out of range");
@@ -59,6 +153,10 @@ StatusOr<ModelConfig> ReadModelConfig(const GgufFile& f) {
   ModelConfig c;
   ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
   const std::string& a = c.architecture;
+  if (std::find(kArchitectures.begin(), kArchitectures.end(), a) == kArchitectures.end()) {
+    return UnimplementedError(fmt::format("architecture '{}' is not supported by kvserve (supported: {})", a,
+                                          fmt::join(kArchitectures, ", ")));
+  }
   if (auto n = f.GetString("general.name"); n.ok()) c.name = *n;
   ASSIGN_OR_RETURN(c.dim, GetPositive(f, a + ".embedding_length"));
   ASSIGN_OR_RETURN(c.num_layers, GetPositive(f, a + ".block_count"));
@@ -111,6 +209,8 @@ StatusOr<ModelConfig> ReadModelConfig(const GgufFile& f) {
     c.rope_freq_scale = static_cast<float>(1.0 / factor);
   }
   c.rope_layout = UsesNeoxRope(a) ? RopeLayout::kNeox : RopeLayout::kNormal;
+  ASSIGN_OR_RETURN(c.rope_freq_factors, ReadRopeFreqFactors(f));
+  RETURN_IF_ERROR(ReadArchitectureExtras(f, &c));
 
   if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens"); tokens && tokens->type == GgufType::kArray) {
     c.vocab_size = static_cast<int>(tokens->array.size());

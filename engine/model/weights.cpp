@@ -17,6 +17,14 @@ bool KeptAsIs(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || t == GgmlType::kQ8_0;
 }
 
+// Rows [first, first + count) of `m`, sharing its bytes (a fused tensor's parts).
+WeightMatrix RowsOf(const WeightMatrix& m, int64_t first, int64_t count) {
+  WeightMatrix part = m;
+  part.rows = count;
+  part.data = m.row(first);
+  return part;
+}
+
 }  // namespace
 
 Model::~Model() = default;
@@ -62,7 +70,7 @@ StatusOr<WeightMatrix> Model::BindMatrix(const std::string& name, int64_t rows, 
   std::optional<GgmlTypeInfo> info = GetGgmlTypeInfo(static_cast<uint32_t>(t->type));
   if (!info || !info->can_dequantize) {
     return UnimplementedError(fmt::format("tensor '{}' has type {} which kvserve cannot load "
-                                          "(supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
+                                          "(supported: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k)",
                                           name, GgmlTypeName(t->type)));
   }
   GgmlType target = t->type;
@@ -139,22 +147,40 @@ Status Model::BindWeights(const ModelLoadOptions& options) {
     LayerWeights& L = w.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     ASSIGN_OR_RETURN(L.attn_norm, BindVector(p + "attn_norm.weight", c.dim, false));
-    ASSIGN_OR_RETURN(L.wq, BindMatrix(p + "attn_q.weight", c.q_dim(), c.dim, options));
-    ASSIGN_OR_RETURN(L.wk, BindMatrix(p + "attn_k.weight", c.kv_dim(), c.dim, options));
-    ASSIGN_OR_RETURN(L.wv, BindMatrix(p + "attn_v.weight", c.kv_dim(), c.dim, options));
+    const bool fused = c.architecture == "phi3";  // attn_qkv: Q, K, V rows; ffn_up: gate, up rows
+    if (fused) {
+      ASSIGN_OR_RETURN(WeightMatrix qkv, BindMatrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.dim, options));
+      L.wq = RowsOf(qkv, 0, c.q_dim());
+      L.wk = RowsOf(qkv, c.q_dim(), c.kv_dim());
+      L.wv = RowsOf(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      ASSIGN_OR_RETURN(L.wq, BindMatrix(p + "attn_q.weight", c.q_dim(), c.dim, options));
+      ASSIGN_OR_RETURN(L.wk, BindMatrix(p + "attn_k.weight", c.kv_dim(), c.dim, options));
+      ASSIGN_OR_RETURN(L.wv, BindMatrix(p + "attn_v.weight", c.kv_dim(), c.dim, options));
+    }
     ASSIGN_OR_RETURN(L.bq, BindVector(p + "attn_q.bias", c.q_dim(), true));
     ASSIGN_OR_RETURN(L.bk, BindVector(p + "attn_k.bias", c.kv_dim(), true));
     ASSIGN_OR_RETURN(L.bv, BindVector(p + "attn_v.bias", c.kv_dim(), true));
     ASSIGN_OR_RETURN(L.wo, BindMatrix(p + "attn_output.weight", c.dim, c.q_dim(), options));
     ASSIGN_OR_RETURN(L.ffn_norm, BindVector(p + "ffn_norm.weight", c.dim, false));
-    ASSIGN_OR_RETURN(L.w_gate, BindMatrix(p + "ffn_gate.weight", c.ffn_dim, c.dim, options));
-    ASSIGN_OR_RETURN(L.w_up, BindMatrix(p + "ffn_up.weight", c.ffn_dim, c.dim, options));
+    if (fused) {
+      ASSIGN_OR_RETURN(WeightMatrix gate_up, BindMatrix(p + "ffn_up.weight", 2 * c.ffn_dim, c.dim, options));
+      L.w_gate = RowsOf(gate_up, 0, c.ffn_dim);
+      L.w_up = RowsOf(gate_up, c.ffn_dim, c.ffn_dim);
+    } else {
+      ASSIGN_OR_RETURN(L.w_gate, BindMatrix(p + "ffn_gate.weight", c.ffn_dim, c.dim, options));
+      ASSIGN_OR_RETURN(L.w_up, BindMatrix(p + "ffn_up.weight", c.ffn_dim, c.dim, options));
+    }
     ASSIGN_OR_RETURN(L.w_down, BindMatrix(p + "ffn_down.weight", c.dim, c.ffn_dim, options));
+    if (c.post_norms) {
+      ASSIGN_OR_RETURN(L.post_attn_norm, BindVector(p + "post_attention_norm.weight", c.dim, false));
+      ASSIGN_OR_RETURN(L.post_ffn_norm, BindVector(p + "post_ffw_norm.weight", c.dim, false));
+    }
   }
   size_t total = w.token_embd.nbytes() + (c.tied_output ? 0 : w.output.nbytes()) + c.dim * 4;
   for (const LayerWeights& L : w.layers) {
     total += L.wq.nbytes() + L.wk.nbytes() + L.wv.nbytes() + L.wo.nbytes() + L.w_gate.nbytes() +
-             L.w_up.nbytes() + L.w_down.nbytes() + 2 * c.dim * 4;
+             L.w_up.nbytes() + L.w_down.nbytes() + (c.post_norms ? 4 : 2) * c.dim * 4;
   }
   w.total_bytes = total;
   return OkStatus();

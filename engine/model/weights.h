@@ -46,6 +46,8 @@ struct LayerWeights {
   WeightMatrix w_gate;               // [ffn][dim]
   WeightMatrix w_up;                 // [ffn][dim]
   WeightMatrix w_down;               // [dim][ffn]
+  const float* post_attn_norm = nullptr;  // [dim] (gemma2) or null
+  const float* post_ffn_norm = nullptr;   // [dim] (gemma2) or null
 };
 
 struct ModelWeights {

@@ -10,6 +10,7 @@
 #include "cache/kv_codec.h"
 #include "common/fp16.h"
 #include "engine/backend/cuda/cuda_kernels.h"
+#include "engine/model/model_config.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/kv_arena_util.h"
 
@@ -158,9 +159,9 @@ TEST(CudaKernels, RopeMatchesCpuForBothLayoutsPartialRotationAndLongPositions) {
     int rope_dim;
   };
   for (Case c : {Case{false, 16}, Case{true, 16}, Case{false, 8}, Case{true, 12}}) {
-    std::vector<double> inv_freq;
+    const std::vector<double> inv_freq = RopeInverseFrequencies(10000.0, c.rope_dim);
     std::vector<float> cos_sin;
-    cuda::BuildRopeTables(10000.0, c.rope_dim, 0.5, 1001, &inv_freq, &cos_sin);
+    cuda::BuildRopeTables(inv_freq, 0.5, 1001, &cos_sin);
     const std::vector<float> qkv = RandomNormal(static_cast<size_t>(T) * stride, 4);
     std::vector<float> want = qkv;
     for (int t = 0; t < T; ++t) {
@@ -328,9 +329,7 @@ TEST(CudaKernels, ShiftKeysReRotatesAndReEncodesExactlyAsTheCpu) {
                   want.Encode(b, l, kind, h, r, x.data());
                 }
         DeviceKvArena device(want);
-        std::vector<double> inv_freq;
-        std::vector<float> unused;
-        cuda::BuildRopeTables(10000.0, rope_dim, 1.0, 0, &inv_freq, &unused);
+        const std::vector<double> inv_freq = RopeInverseFrequencies(10000.0, rope_dim);
         std::vector<float> cos_sin(rope_dim);
         for (int i = 0; i < rope_dim / 2; ++i) {
           const double theta = delta * 1.0 * inv_freq[i];

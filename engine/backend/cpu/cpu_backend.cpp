@@ -49,10 +49,7 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
 
   const int half = c.rope_dim / 2;
   CHECK_LE(c.rope_dim, 256) << "rope dimension above 256 is not supported";
-  rope_inv_freq_.resize(half);
-  for (int i = 0; i < half; ++i) {
-    rope_inv_freq_[i] = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
-  }
+  rope_inv_freq_ = c.RopeInvFreq();
   rope_table_positions_ = std::min(c.context_length, kMaxRopeTablePositions);
   rope_cos_sin_.resize(static_cast<size_t>(rope_table_positions_) * half * 2);
   for (int p = 0; p < rope_table_positions_; ++p) {
@@ -104,6 +101,10 @@ void CpuBackend::Embed(const ForwardBatch& b) {
   const WeightMatrix& e = model_.weights().token_embd;
   for (int t = 0; t < b.num_tokens(); ++t) {
     DequantizeRow(e.type, e.row(b.token_ids[t]), &x_[static_cast<size_t>(t) * config_.dim], config_.dim);
+  }
+  if (config_.scale_embeddings) {  // gemma2
+    const float scale = std::sqrt(static_cast<float>(config_.dim));
+    for (size_t i = 0; i < static_cast<size_t>(b.num_tokens()) * config_.dim; ++i) x_[i] *= scale;
   }
 }
 
@@ -177,7 +178,7 @@ void CpuBackend::ApplyRope(const ForwardBatch& b) {
       head[i1] = x0 * sin + x1 * cos;
     }
   };
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float q_scale = c.QueryScale();
   for (int t = 0; t < b.num_tokens(); ++t) {
     const int pos = b.positions[t];
     const float* cs;
@@ -247,6 +248,10 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
                                      b.query_start.begin()) - 1;
     const int32_t* table = &b.block_tables[static_cast<size_t>(seq) * b.max_blocks_per_seq];
     const int ctx = b.positions[t] + 1;
+    // Keys before `first` are outside a windowed layer's reach: masked in their block.
+    const int window = c.LayerWindow(layer);
+    const int first = window > 0 ? std::max(0, ctx - window) : 0;
+    const float cap = c.attn_logit_softcap;
 
     float* ws = &attn_ws_[attn_ws_stride_ * omp_get_thread_num()];
     float* acc = ws;                               // [n_rep][hd]
@@ -261,7 +266,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
     const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(d)];
     const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
 
-    for (int start = 0; start < ctx; start += bs) {
+    for (int start = first / bs * bs; start < ctx; start += bs) {
       const uint8_t* block = kv_arena_ + static_cast<size_t>(table[start / bs]) * s.block_bytes();
       const uint8_t* kseg = block + s.segment_offset(layer, 0, g);
       const uint8_t* vseg = block + s.segment_offset(layer, 1, g);
@@ -271,6 +276,10 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
       for (int r = 0; r < n_rep; ++r) {
         float* sc = scores + r * bs;
         dot(q + r * hd, krows, hd, s.group_size(), sc);
+        if (cap > 0) {
+          for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
+        }
+        for (int j = 0; j < first - start; ++j) sc[j] = -INFINITY;
         float block_max = sc[0];
         for (int j = 1; j < krows.n; ++j) block_max = std::max(block_max, sc[j]);
         if (block_max > max[r]) {
@@ -296,8 +305,17 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
   }
 }
 
-void CpuBackend::SwiGlu(int num_tokens) {
+// gate = act(gate) * up, act SiLU, or GELU's tanh approximation for gelu_gate models.
+void CpuBackend::GatedActivation(int num_tokens) {
   const size_t n = static_cast<size_t>(num_tokens) * config_.ffn_dim;
+  if (config_.gelu_gate) {
+    constexpr float kSqrt2OverPi = 0.7978845608f;
+    for (size_t i = 0; i < n; ++i) {
+      const float g = gate_[i];
+      gate_[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up_[i];
+    }
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
     const float g = gate_[i];
     gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
@@ -327,15 +345,17 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
     timed(Op::kAttention, [&] { Attention(b, l); });
     timed(Op::kAttnOut, [&] {
       MatMuls({{&P.wo, nullptr, xb2_.data()}}, att_.data(), T);
+      if (L.post_attn_norm != nullptr) RmsNorm(xb2_.data(), L.post_attn_norm, T, xb2_.data());
       for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
     });
     timed(Op::kNorm, [&] { RmsNorm(x_.data(), L.ffn_norm, T, xb_.data()); });
     timed(Op::kGateUp, [&] {
       MatMuls({{&P.w_gate, nullptr, gate_.data()}, {&P.w_up, nullptr, up_.data()}}, xb_.data(), T);
     });
-    timed(Op::kSwiGlu, [&] { SwiGlu(T); });
+    timed(Op::kSwiGlu, [&] { GatedActivation(T); });
     timed(Op::kDown, [&] {
       MatMuls({{&P.w_down, nullptr, xb2_.data()}}, gate_.data(), T);
+      if (L.post_ffn_norm != nullptr) RmsNorm(xb2_.data(), L.post_ffn_norm, T, xb2_.data());
       for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
     });
   }
@@ -348,6 +368,9 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
   }
   RmsNorm(xb_.data(), model_.weights().output_norm, n, xlog_.data());
   MatMuls({{&packed_output_, nullptr, logits.data()}}, xlog_.data(), n);
+  if (const float cap = c.final_logit_softcap; cap > 0) {
+    for (size_t i = 0; i < static_cast<size_t>(n) * c.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
   return OkStatus();
 }
 

@@ -59,7 +59,7 @@ class CpuBackend final : public Backend {
   void ApplyRope(const ForwardBatch& batch);
   void StoreKv(const ForwardBatch& batch, int layer);
   void Attention(const ForwardBatch& batch, int layer);
-  void SwiGlu(int num_tokens);
+  void GatedActivation(int num_tokens);
 
   const Model& model_;
   const ModelConfig& config_;

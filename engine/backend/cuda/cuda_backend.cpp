@@ -78,6 +78,10 @@ Status CudaBackend::Impl::Drain() {
 }
 
 Status CudaBackend::Impl::Init(const Model* model, uint64_t random_seed) {
+  if (config.NeedsBeyondLlama()) {
+    return UnimplementedError(fmt::format("the CUDA backend does not run {} models yet (sliding-window attention, "
+                                          "soft-capping)", config.architecture));
+  }
   int count = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (options.device < 0 || options.device >= count) {
@@ -106,8 +110,8 @@ Status CudaBackend::Impl::Init(const Model* model, uint64_t random_seed) {
   const int half = config.rope_dim / 2;
   rope_table_positions = std::min(std::max(max_model_len, config.context_length), 1 << 16);
   std::vector<float> cos_sin;
-  cuda::BuildRopeTables(static_cast<double>(config.rope_freq_base), config.rope_dim,
-                        static_cast<double>(config.rope_freq_scale), rope_table_positions, &inv_freq_host, &cos_sin);
+  inv_freq_host = config.RopeInvFreq();
+  cuda::BuildRopeTables(inv_freq_host, static_cast<double>(config.rope_freq_scale), rope_table_positions, &cos_sin);
   RETURN_IF_ERROR(rope_region.Allocate(
       DeviceRegion::Align(cos_sin.size() * sizeof(float)) + DeviceRegion::Align(std::max(half, 1) * sizeof(double)),
       "RoPE tables"));

@@ -161,17 +161,15 @@ cudaError_t LaunchAttentionCombine(const float* part_acc, const float* part_ml, 
 
 // ---- Host helpers ---------------------------------------------------------------------------
 
-// The CPU backend's RoPE tables: inv_freq[i] = base^(-2i / rope_dim) (double) and
-// cos_sin[p][i] = (cos, sin)(p * freq_scale * inv_freq[i]) rounded to float.
-inline void BuildRopeTables(double base, int rope_dim, double freq_scale, int positions,
-                            std::vector<double>* inv_freq, std::vector<float>* cos_sin) {
-  const int half = rope_dim / 2;
-  inv_freq->resize(half);
-  for (int i = 0; i < half; ++i) (*inv_freq)[i] = std::pow(base, -2.0 * i / rope_dim);
+// The CPU backend's RoPE tables: cos_sin[p][i] = (cos, sin)(p * freq_scale * inv_freq[i])
+// rounded to float, for inv_freq from ModelConfig::RopeInvFreq.
+inline void BuildRopeTables(const std::vector<double>& inv_freq, double freq_scale, int positions,
+                            std::vector<float>* cos_sin) {
+  const size_t half = inv_freq.size();
   cos_sin->resize(static_cast<size_t>(positions) * half * 2);
   for (int p = 0; p < positions; ++p) {
-    for (int i = 0; i < half; ++i) {
-      const double theta = p * freq_scale * (*inv_freq)[i];
+    for (size_t i = 0; i < half; ++i) {
+      const double theta = p * freq_scale * inv_freq[i];
       (*cos_sin)[(static_cast<size_t>(p) * half + i) * 2] = static_cast<float>(std::cos(theta));
       (*cos_sin)[(static_cast<size_t>(p) * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
     }

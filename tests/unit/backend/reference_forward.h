@@ -45,8 +45,9 @@ inline std::vector<std::vector<float>> ReferenceLogits(const Model& model, const
     const int half = c.rope_dim / 2;
     for (int h = 0; h < heads; ++h) {
       for (int i = 0; i < half; ++i) {
+        const double factor = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[i];
         const double theta = pos * static_cast<double>(c.rope_freq_scale) *
-                             std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
+                             std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim) / factor;
         const bool neox = c.rope_layout == RopeLayout::kNeox;
         const int i0 = h * c.head_dim + (neox ? i : 2 * i);
         const int i1 = h * c.head_dim + (neox ? i + half : 2 * i + 1);

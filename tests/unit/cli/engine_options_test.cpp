@@ -84,7 +84,7 @@ TEST_F(EngineOptionsTest, DeviceIsResolved) {
   f.device = "auto";
   plan = PlanEngine(f, *model_);
   ASSERT_TRUE(plan.ok());
-  const StatusOr<std::string> cuda = ResolveDevice("cuda");
+  const StatusOr<std::string> cuda = ResolveDevice("cuda", model_->config());
   EXPECT_EQ(plan->device, cuda.ok() ? "cuda" : "cpu");
   if (!cuda.ok()) {
     // Asking for CUDA where there is none names the reason instead of falling back silently.
@@ -92,6 +92,17 @@ TEST_F(EngineOptionsTest, DeviceIsResolved) {
     plan = PlanEngine(f, *model_);
     EXPECT_EQ(plan.status().code(), StatusCode::kUnavailable);
     EXPECT_EQ(plan.status().message(), cuda.status().message());
+  }
+  // A model the CUDA backend does not implement runs on the CPU under auto, and --device cuda
+  // says why it cannot.
+  ModelConfig windowed = model_->config();
+  windowed.architecture = "phi3";
+  windowed.sliding_window = 32;
+  EXPECT_EQ(ResolveDevice("auto", windowed).value(), "cpu");
+  if (cuda.ok()) {
+    const StatusOr<std::string> refused = ResolveDevice("cuda", windowed);
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(refused.status().message().find("phi3"), std::string::npos);
   }
 }
 
