@@ -30,7 +30,7 @@ std::optional<GgmlTypeInfo> GetGgmlTypeInfo(uint32_t type) {
     case GgmlType::kQ2_K: return GgmlTypeInfo{"q2_k", 256, 84, false};
     case GgmlType::kQ3_K: return GgmlTypeInfo{"q3_k", 256, 110, false};
     case GgmlType::kQ4_K: return GgmlTypeInfo{"q4_k", 256, 144, true};
-    case GgmlType::kQ5_K: return GgmlTypeInfo{"q5_k", 256, 176, false};
+    case GgmlType::kQ5_K: return GgmlTypeInfo{"q5_k", 256, 176, true};
     case GgmlType::kQ6_K: return GgmlTypeInfo{"q6_k", 256, 210, true};
     case GgmlType::kQ8_K: return GgmlTypeInfo{"q8_k", 256, 292, false};
   }
@@ -67,7 +67,7 @@ namespace {
 
 constexpr int kQ8_0Values = 32;
 constexpr int kQ4_0Values = 32;
-constexpr int kSuperBlockValues = 256;  // Q4_K and Q6_K
+constexpr int kSuperBlockValues = 256;  // Q4_K, Q5_K and Q6_K
 
 // The smallest f16 that is >= v (v finite and >= 0): a scale rounded this way never shrinks
 // the range it has to cover.
@@ -164,22 +164,32 @@ void PackScalesMinsQ4K(const uint8_t sc[8], const uint8_t m[8], uint8_t scales[1
   }
 }
 
+// One Q4_K or Q5_K super-block: value = d * sc[j] * (q + 16 * fifth bit) - dmin * m[j], the
+// fifth bits from qh (Q5_K; nullptr for Q4_K) as the Q5_K section below describes.
+void DequantizeScaleMinBlock(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs,
+                             const uint8_t* qh, float* y) {
+  const float d = F16ToF32(d16);
+  const float dmin = F16ToF32(dmin16);
+  for (int c = 0; c < 4; ++c) {
+    uint8_t sc, m;
+    UnpackScaleMinQ4K(2 * c, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    UnpackScaleMinQ4K(2 * c + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    const uint8_t* q = qs + 32 * c;
+    for (int l = 0; l < 32; ++l) {
+      const int high1 = qh != nullptr ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+      const int high2 = qh != nullptr ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+      y[64 * c + l] = d1 * ((q[l] & 0xF) | high1) - m1;
+      y[64 * c + 32 + l] = d2 * ((q[l] >> 4) | high2) - m2;
+    }
+  }
+}
+
 void DequantizeQ4K(const BlockQ4_K* blocks, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
     const BlockQ4_K& b = blocks[i];
-    const float d = F16ToF32(b.d);
-    const float dmin = F16ToF32(b.dmin);
-    float* y = dst + i * kSuperBlockValues;
-    for (int c = 0; c < 4; ++c) {
-      uint8_t sc, m;
-      UnpackScaleMinQ4K(2 * c, b.scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      UnpackScaleMinQ4K(2 * c + 1, b.scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
-      const uint8_t* q = b.qs + 32 * c;
-      for (int l = 0; l < 32; ++l) y[64 * c + l] = d1 * (q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) y[64 * c + 32 + l] = d2 * (q[l] >> 4) - m2;
-    }
+    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, nullptr, dst + i * kSuperBlockValues);
   }
 }
 
@@ -234,6 +244,18 @@ void QuantizeQ4KBlock(const float* x, BlockQ4_K* b) {
 void QuantizeQ4K(const float* src, BlockQ4_K* blocks, int64_t n) {
   for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
     QuantizeQ4KBlock(src + i * kSuperBlockValues, &blocks[i]);
+  }
+}
+
+// ---- Q5_K ----------------------------------------------------------------------------------
+// Q4_K with a fifth bit: value = d * sc[j] * (q + 16 * hbit) - dmin * m[j], scales and the low
+// nibbles as Q4_K; value 64c + l (l < 32) takes its fifth bit from bit 2c of qh[l], value
+// 64c + 32 + l from bit 2c + 1.
+
+void DequantizeQ5K(const BlockQ5_K* blocks, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+    const BlockQ5_K& b = blocks[i];
+    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, b.qh, dst + i * kSuperBlockValues);
   }
 }
 
@@ -324,6 +346,7 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ8_0: DequantizeQ8_0(static_cast<const BlockQ8_0*>(src), dst, n); return;
     case GgmlType::kQ4_0: DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, n); return;
     case GgmlType::kQ4_K: DequantizeQ4K(static_cast<const BlockQ4_K*>(src), dst, n); return;
+    case GgmlType::kQ5_K: DequantizeQ5K(static_cast<const BlockQ5_K*>(src), dst, n); return;
     case GgmlType::kQ6_K: DequantizeQ6K(static_cast<const BlockQ6_K*>(src), dst, n); return;
     default: break;
   }

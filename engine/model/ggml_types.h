@@ -1,7 +1,7 @@
 // Tensor element types of the GGUF/ggml format and their CPU reference codecs.
 //
 // A "block" is the quantization unit: F32/F16/BF16 have blocks of 1 value; Q8_0/Q4_0 of 32;
-// Q4_K/Q6_K super-blocks of 256. A row of n values (n a multiple of the block size) takes
+// Q4_K/Q5_K/Q6_K super-blocks of 256. A row of n values (n a multiple of the block size) takes
 // n / block_values * block_bytes bytes. Pure functions; thread-safe.
 #pragma once
 
@@ -80,6 +80,13 @@ struct BlockQ4_K {
   uint8_t scales[12];  // 8 scales and 8 mins, 6 bits each, packed
   uint8_t qs[128];     // 256 4-bit values
 };
+struct BlockQ5_K {
+  uint16_t d;          // f16 super-block scale for the 6-bit scales
+  uint16_t dmin;       // f16 super-block scale for the 6-bit mins
+  uint8_t scales[12];  // packed as Q4_K's
+  uint8_t qh[32];      // the 5th bit of each value
+  uint8_t qs[128];     // the low 4 bits, laid out as Q4_K's
+};
 struct BlockQ6_K {
   uint8_t ql[128];     // lower 4 bits
   uint8_t qh[64];      // upper 2 bits
@@ -90,6 +97,7 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 }  // namespace kvserve

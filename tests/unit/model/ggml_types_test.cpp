@@ -57,7 +57,9 @@ TEST(GgmlTypesTest, TableHasTheGgufLayouts) {
   EXPECT_FALSE(GetGgmlTypeInfo(5).has_value());  // removed Q4_2
   EXPECT_FALSE(GetGgmlTypeInfo(99).has_value());
   EXPECT_FALSE(GetGgmlTypeInfo(13 + 256).has_value());
-  EXPECT_FALSE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_K))->can_dequantize);
+  EXPECT_TRUE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_K))->can_dequantize);  // decode only
+  EXPECT_EQ(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_K))->block_bytes, 176);
+  EXPECT_FALSE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_0))->can_dequantize);
 }
 
 TEST(GgmlTypesTest, RowBytes) {
@@ -233,6 +235,32 @@ TEST(GgmlTypesTest, Q4_KHandMadeBlock) {
     const int sub = v / 32, chunk = v / 64, l = v % 32;
     const int byte = block.qs[32 * chunk + l];
     const int q = sub % 2 == 0 ? byte & 0xF : byte >> 4;
+    EXPECT_EQ(y[v], 1.0f * sc[sub] * q - 0.5f * m[sub]) << v;
+  }
+}
+
+// Q5_K: the Q4_K block above plus a fifth bit, qh[l] = l * 37 (every bit pattern of the 8
+// sub-blocks occurs); value v of sub-block j = d * sc[j] * (q + 16 * bit j of qh[v % 32]) -
+// dmin * m[j].
+TEST(GgmlTypesTest, Q5_KHandMadeBlock) {
+  BlockQ5_K block;
+  block.d = 0x3C00;
+  block.dmin = 0x3800;
+  const uint8_t scales[12] = {0x41, 0x82, 0xC3, 0xFF, 0x40, 0x41, 0x85, 0xFF, 0x01, 0xF1, 0xF0, 0xEF};
+  std::memcpy(block.scales, scales, 12);
+  for (int i = 0; i < 128; ++i) block.qs[i] = static_cast<uint8_t>((i % 16) | ((15 - i % 16) << 4));
+  for (int l = 0; l < 32; ++l) block.qh[l] = static_cast<uint8_t>(l * 37);
+  const std::vector<float> y = Decode(GgmlType::kQ5_K, &block, 256);
+  EXPECT_EQ(y[0], 0.0f);                   // sub-block 0, l = 0: q 0, no fifth bit
+  EXPECT_EQ(y[1], 17.0f);                  // l = 1: qh 37 = 0b100101, bit 0 set: 1 * (1 + 16)
+  EXPECT_EQ(y[32 + 1], 1.0f * 2 * 14 - 0.5f);  // sub-block 1, bit 1 of 37 clear: 2 * 14 - 0.5
+  EXPECT_EQ(y[64 + 1], 3.0f * (1 + 16) - 2.5f);  // sub-block 2, bit 2 of 37 set
+  const int sc[8] = {1, 2, 3, 63, 17, 33, 48, 63};
+  const int m[8] = {0, 1, 5, 63, 16, 31, 47, 62};
+  for (int v = 0; v < 256; ++v) {
+    const int sub = v / 32, chunk = v / 64, l = v % 32;
+    const int byte = block.qs[32 * chunk + l];
+    const int q = (sub % 2 == 0 ? byte & 0xF : byte >> 4) + 16 * ((block.qh[l] >> sub) & 1);
     EXPECT_EQ(y[v], 1.0f * sc[sub] * q - 0.5f * m[sub]) << v;
   }
 }
