@@ -180,6 +180,8 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
     if (Contains(t, "eos_token + ' '")) return ChatTemplate(Kind::kMistralV01, bos, eos, "", "");
     return ChatTemplate(Kind::kMistral, bos, eos, "", "");
   }
+  if (Contains(t, "<start_of_turn>")) return ChatTemplate(Kind::kGemma, bos, eos, "", "");
+  if (Contains(t, "<|user|>") && Contains(t, "<|end|>")) return ChatTemplate(Kind::kPhi3, bos, eos, "", "");
   if (Contains(t, "<|user|>") && Contains(t, "<|assistant|>") && Contains(t, "eos_token") &&
       !Contains(t, "<|end|>")) {
     return ChatTemplate(Kind::kZephyr, bos, eos, "", "");
@@ -199,6 +201,8 @@ std::string_view ChatTemplate::name() const {
     case Kind::kLlama3: return "llama3";
     case Kind::kLlama31: return "llama3.1";
     case Kind::kZephyr: return "zephyr";
+    case Kind::kGemma: return "gemma";
+    case Kind::kPhi3: return "phi3";
   }
   return "unknown";
 }
@@ -209,7 +213,8 @@ bool ChatTemplate::adds_bos() const {
     case Kind::kMistral:
     case Kind::kMistralV01:
     case Kind::kLlama3:
-    case Kind::kLlama31: return !bos_.empty();
+    case Kind::kLlama31:
+    case Kind::kGemma: return !bos_.empty();
     default: return false;
   }
 }
@@ -315,6 +320,36 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
       for (size_t i = 0; i < messages.size(); ++i) {
         out.Markup("<|").Markup(messages[i].role).Markup("|>\n").Content(messages[i].content).Markup(eos_).Markup("\n");
         if (i + 1 == messages.size() && add_generation_prompt) out.Markup("<|assistant|>\n");
+      }
+      break;
+    }
+    case Kind::kGemma: {
+      // Gemma's template refuses a system message; like llama.cpp, it is put in front of the
+      // first user turn instead. Roles must then alternate from a user turn; the assistant's
+      // turns are "model"; every content is trimmed.
+      out.Markup(bos_);
+      const bool has_system = messages[0].role == "system";
+      const auto loop = messages.subspan(has_system ? 1 : 0);
+      for (size_t i = 0; i < loop.size(); ++i) {
+        const ChatMessage& m = loop[i];
+        if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
+        ChatWriter content;
+        if (i == 0 && has_system) content.Content(messages[0].content).Markup("\n\n");
+        content.Content(m.content);
+        out.Markup("<start_of_turn>").Markup(m.role == "assistant" ? "model" : "user").Markup("\n");
+        out.Stripped(content).Markup("<end_of_turn>\n");
+      }
+      if (add_generation_prompt) out.Markup("<start_of_turn>model\n");
+      break;
+    }
+    case Kind::kPhi3: {
+      for (const ChatMessage& m : messages) {
+        out.Markup("<|").Markup(m.role).Markup("|>\n").Content(m.content).Markup("<|end|>\n");
+      }
+      if (add_generation_prompt) {
+        out.Markup("<|assistant|>\n");
+      } else {
+        out.Markup(eos_);
       }
       break;
     }

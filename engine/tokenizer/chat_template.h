@@ -68,7 +68,7 @@ struct RenderedChat {
 
 class ChatTemplate {
  public:
-  enum class Kind { kPlain, kChatml, kLlama2, kMistral, kMistralV01, kLlama3, kLlama31, kZephyr };
+  enum class Kind { kPlain, kChatml, kLlama2, kMistral, kMistralV01, kLlama3, kLlama31, kZephyr, kGemma, kPhi3 };
 
   // Recognises `template_text` (may be empty); takes the BOS/EOS token texts from `tok`.
   [[nodiscard]] static ChatTemplate Detect(std::string_view template_text, const Tokenizer& tok);

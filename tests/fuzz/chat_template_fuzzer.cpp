@@ -1,6 +1,6 @@
 // Fuzz target: chat-template rendering.
 //
-// Input: byte 0 picks the template (kind, low 3 bits; add_generation_prompt, bit 3; bit 4:
+// Input: byte 0 picks the template (kind, bits 0-2 and 6; add_generation_prompt, bit 3; bit 4:
 // use the rest of the input up to the first "\n\n" as GGUF template text for Detect); the
 // rest is a conversation: messages separated by '\x1e', each one role byte (low 2 bits:
 // system, user, assistant, or an invalid role) followed by the content.
@@ -9,6 +9,7 @@
 // encodes to ids inside the vocabulary with both a SentencePiece and a BPE tokenizer.
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static constexpr ChatTemplate::Kind kKinds[] = {
       ChatTemplate::Kind::kPlain,   ChatTemplate::Kind::kChatml,     ChatTemplate::Kind::kLlama2,
       ChatTemplate::Kind::kMistral, ChatTemplate::Kind::kMistralV01, ChatTemplate::Kind::kLlama3,
-      ChatTemplate::Kind::kLlama31, ChatTemplate::Kind::kZephyr};
+      ChatTemplate::Kind::kLlama31, ChatTemplate::Kind::kZephyr,     ChatTemplate::Kind::kGemma,
+      ChatTemplate::Kind::kPhi3};
   const bool add_generation_prompt = (control & 0x08) != 0;
   std::vector<ChatTemplate> templates;
   if ((control & 0x10) != 0) {
@@ -38,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     templates.push_back(ChatTemplate::Detect(text, *spm));
     templates.push_back(ChatTemplate::Detect(text, *bpe));
   } else {
-    const ChatTemplate::Kind kind = kKinds[control & 0x07];
+    // Kind from bits 0-2 and 6 (bits 3-5 choose the options above and below).
+    const ChatTemplate::Kind kind = kKinds[((control & 0x07) | ((control >> 3) & 0x08)) % std::size(kKinds)];
     templates.push_back(ChatTemplate::Make(kind, "<s>", "</s>", (control & 0x20) ? "You are helpful." : ""));
     templates.push_back(ChatTemplate::Make(kind, "<|begin_of_text|>", "<|eot_id|>", "", "01 Jan 2025"));
   }

@@ -65,6 +65,18 @@ constexpr char kZephyr[] =
     "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}"
     "\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n"
     "{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+constexpr char kGemma2[] =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+    "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
+constexpr char kPhi3[] =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif "
+    "message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 
 // The conversation of llama.cpp's chat-template tests.
 std::vector<ChatMessage> Conversation(bool with_system) {
@@ -118,6 +130,8 @@ TEST(ChatTemplateTest, DetectsEachTemplateByItsText) {
   EXPECT_EQ(ChatTemplate::Detect(kLlama31Excerpt, *tok).name(), "llama3.1");
   EXPECT_EQ(ChatTemplate::Detect(kOpenHermesChatml, *tok).name(), "chatml");
   EXPECT_EQ(ChatTemplate::Detect(kZephyr, *tok).name(), "zephyr");
+  EXPECT_EQ(ChatTemplate::Detect(kGemma2, *tok).name(), "gemma");
+  EXPECT_EQ(ChatTemplate::Detect(kPhi3, *tok).name(), "phi3");
   EXPECT_EQ(ChatTemplate::Detect("", *tok).name(), "plain");
   EXPECT_EQ(ChatTemplate::Detect("{{ something unknown }}", *tok).name(), "plain");
   // Unknown template, but the vocabulary speaks ChatML.
@@ -240,6 +254,34 @@ TEST(ChatTemplateTest, Zephyr) {
             "<|user|>\nHello, how are you?</s>\n<|assistant|>\nI'm doing great.</s>\n");
 }
 
+TEST(ChatTemplateTest, Gemma2PutsTheSystemPromptInTheFirstUserTurn) {
+  auto tok = MakeTokenizer("<bos>", "<eos>");
+  const ChatTemplate t = ChatTemplate::Detect(kGemma2, *tok);
+  EXPECT_TRUE(t.adds_bos());
+  // The published template (transformers, google/gemma-2-2b-it) without a system message.
+  EXPECT_EQ(MustRender(t, Conversation(false)),
+            "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n"
+            "<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n"
+            "<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n");
+  // It raises on a system message; llama.cpp (and kvserve) prepend it to the first user turn.
+  EXPECT_EQ(MustRender(t, {{"system", "Be brief"}, {"user", " Hi "}}, false),
+            "<bos><start_of_turn>user\nBe brief\n\n Hi<end_of_turn>\n");  // the joined turn is trimmed
+  EXPECT_EQ(t.Render(std::vector<ChatMessage>{{"assistant", "x"}}, true).status().message(),
+            "Conversation roles must alternate user/assistant/user/assistant/...");
+}
+
+TEST(ChatTemplateTest, Phi3) {
+  auto tok = MakeTokenizer("<s>", "<|endoftext|>");
+  const ChatTemplate t = ChatTemplate::Detect(kPhi3, *tok);
+  EXPECT_FALSE(t.adds_bos());  // the tokenizer adds BOS (add_bos_token)
+  // transformers' output for microsoft/Phi-3-mini-4k-instruct.
+  EXPECT_EQ(MustRender(t, Conversation(true)),
+            "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+            "<|user|>\nWho are you<|end|>\n<|assistant|>\n   I am an assistant   <|end|>\n<|user|>\nAnother question"
+            "<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(MustRender(t, {{"user", "Hi"}}, false), "<|user|>\nHi<|end|>\n<|endoftext|>");
+}
+
 TEST(ChatTemplateTest, PlainFallback) {
   auto tok = MakeTokenizer("<s>", "</s>");
   const ChatTemplate t = ChatTemplate::Detect("", *tok);
@@ -252,7 +294,7 @@ TEST(ChatTemplateTest, PlainFallback) {
 
 TEST(ChatTemplateTest, ValidatesMessages) {
   auto tok = MakeTokenizer("<s>", "</s>");
-  for (const char* text : {kLlama2Chat, kMixtral, kLlama3, kOpenHermesChatml, kZephyr, ""}) {
+  for (const char* text : {kLlama2Chat, kMixtral, kLlama3, kOpenHermesChatml, kZephyr, kGemma2, kPhi3, ""}) {
     const ChatTemplate t = ChatTemplate::Detect(text, *tok);
     SCOPED_TRACE(std::string(t.name()));
     EXPECT_EQ(t.Render(std::vector<ChatMessage>{}, true).status().code(), StatusCode::kInvalidArgument);
