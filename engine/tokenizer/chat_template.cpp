@@ -136,6 +136,17 @@ std::string TodayDateString() {
   return std::string(buf, n);
 }
 
+// For templates that take a leading system message apart (llama2, gemma): the turns after it,
+// which must alternate user/assistant from a user turn (a later system message passes at an
+// odd index, as in their Jinja).
+StatusOr<std::span<const ChatMessage>> TurnsAfterSystem(std::span<const ChatMessage> messages) {
+  const auto turns = messages.subspan(messages[0].role == "system" ? 1 : 0);
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if ((turns[i].role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
+  }
+  return turns;
+}
+
 }  // namespace
 
 std::string_view StripPythonWhitespace(std::string_view s) {
@@ -245,10 +256,9 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
       // {% if messages[0]['role'] == 'system' %} loop_messages = messages[1:],
       // system_message = messages[0]['content'] {% else %} system_message = false
       const bool has_system = messages[0].role == "system";
-      const auto loop = messages.subspan(has_system ? 1 : 0);
+      ASSIGN_OR_RETURN(const auto loop, TurnsAfterSystem(messages));
       for (size_t i = 0; i < loop.size(); ++i) {
         const ChatMessage& m = loop[i];
-        if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
         ChatWriter content;
         if (i == 0 && has_system) content.Markup("<<SYS>>\n").Content(messages[0].content).Markup("\n<</SYS>>\n\n");
         content.Content(m.content);
@@ -329,14 +339,13 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
       // turns are "model"; every content is trimmed.
       out.Markup(bos_);
       const bool has_system = messages[0].role == "system";
-      const auto loop = messages.subspan(has_system ? 1 : 0);
+      ASSIGN_OR_RETURN(const auto loop, TurnsAfterSystem(messages));
       for (size_t i = 0; i < loop.size(); ++i) {
         const ChatMessage& m = loop[i];
-        if ((m.role == "user") != (i % 2 == 0)) return InvalidArgumentError(std::string(kAlternate));
         ChatWriter content;
         if (i == 0 && has_system) content.Content(messages[0].content).Markup("\n\n");
         content.Content(m.content);
-        out.Markup("<start_of_turn>").Markup(m.role == "assistant" ? "model" : "user").Markup("\n");
+        out.Markup("<start_of_turn>").Markup(m.role == "assistant" ? "model" : m.role).Markup("\n");
         out.Stripped(content).Markup("<end_of_turn>\n");
       }
       if (add_generation_prompt) out.Markup("<start_of_turn>model\n");
