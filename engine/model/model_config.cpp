@@ -91,10 +91,20 @@ bool UsesNeoxRope(const std::string& arch) {
 // they are refused by name.
 constexpr std::array<std::string_view, 5> kArchitectures = {"llama", "mistral", "qwen2", "phi3", "gemma2"};
 
-StatusOr<float> GetFloatOr(const GgufFile& f, const std::string& key, float fallback) {
+// A soft-capping value: finite and >= 0 (0: off).
+StatusOr<float> GetCapOr(const GgufFile& f, const std::string& key, float fallback) {
   if (!f.Has(key)) return fallback;
   ASSIGN_OR_RETURN(double v, f.GetFloat(key));
+  if (!std::isfinite(v) || v < 0 || v > 1e6) return InvalidArgumentError("key '" + key + "' out of range");
   return static_cast<float>(v);
+}
+
+// A window length in tokens (0: none).
+StatusOr<int> GetWindowOr(const GgufFile& f, const std::string& key, int fallback) {
+  if (!f.Has(key)) return fallback;
+  ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
+  if (v > (1u << 30)) return InvalidArgumentError("key '" + key + "' out of range");
+  return static_cast<int>(v);
 }
 
 // phi3: sliding window on every layer (fused Q/K/V and gate/up tensors are the weights'
@@ -109,22 +119,17 @@ Status ReadArchitectureExtras(const GgufFile& f, ModelConfig* c) {
     if (f.FindTensor("rope_factors_long.weight") != nullptr) {
       return UnimplementedError("phi3 with longrope scaling (rope_factors_long) is not supported");
     }
-    ASSIGN_OR_RETURN(const float window, GetFloatOr(f, a + ".attention.sliding_window", 0));
-    c->sliding_window = static_cast<int>(window);
+    ASSIGN_OR_RETURN(c->sliding_window, GetWindowOr(f, a + ".attention.sliding_window", 0));
   } else if (a == "gemma2") {
-    ASSIGN_OR_RETURN(const float window, GetFloatOr(f, a + ".attention.sliding_window", 4096));
-    c->sliding_window = static_cast<int>(window);
+    ASSIGN_OR_RETURN(c->sliding_window, GetWindowOr(f, a + ".attention.sliding_window", 4096));
     c->sliding_window_every = 2;
     c->scale_embeddings = true;
     c->gelu_gate = true;
     c->post_norms = true;
-    ASSIGN_OR_RETURN(c->attn_logit_softcap, GetFloatOr(f, a + ".attn_logit_softcapping", 50));
-    ASSIGN_OR_RETURN(c->final_logit_softcap, GetFloatOr(f, a + ".final_logit_softcapping", 30));
+    ASSIGN_OR_RETURN(c->attn_logit_softcap, GetCapOr(f, a + ".attn_logit_softcapping", 50));
+    ASSIGN_OR_RETURN(c->final_logit_softcap, GetCapOr(f, a + ".final_logit_softcapping", 30));
     const int scaled_dim = c->num_layers == 46 ? c->dim / c->num_heads : c->head_dim;
     c->query_scale = 1.0f / std::sqrt(static_cast<float>(scaled_dim));
-  }
-  if (c->attn_logit_softcap < 0 || c->final_logit_softcap < 0) {
-    return InvalidArgumentError("soft-capping values must not be negative");
   }
   return OkStatus();
 }

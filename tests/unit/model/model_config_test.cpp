@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,17 @@ TEST(ModelConfigTest, Phi3AndGemma2ReadTheirWindowsAndExtras) {
   EXPECT_FALSE(llama->NeedsBeyondLlama());
   EXPECT_EQ(llama->LayerWindow(0), 0);
   EXPECT_FLOAT_EQ(llama->QueryScale(), 0.25f);
+}
+
+TEST(ModelConfigTest, HostileWindowAndCapValuesAreRefused) {
+  GgufWriter huge_window = MinimalWriter("phi3");
+  huge_window.AddUint32("phi3.attention.sliding_window", 0xFFFFFFFFu);
+  EXPECT_EQ(Read(huge_window).status().code(), StatusCode::kInvalidArgument);
+  for (float cap : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    GgufWriter w = MinimalWriter("gemma2");
+    w.AddFloat32("gemma2.final_logit_softcapping", cap);
+    EXPECT_EQ(Read(w).status().code(), StatusCode::kInvalidArgument) << cap;
+  }
 }
 
 TEST(ModelConfigTest, RopeFreqsDivideEachFrequency) {
