@@ -18,7 +18,7 @@ apt-get install -y build-essential cmake ninja-build pkg-config \
   libboost-dev libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev \
   libopenblas-openmp-dev libdnnl-dev libgtest-dev libbenchmark-dev libssl-dev libpcre2-dev
 if [ "${1:-}" = "--image" ]; then
-  apt-get install -y --no-install-recommends buildah podman debootstrap fuse-overlayfs uidmap iproute2 curl python3 \
+  apt-get install -y --no-install-recommends buildah podman debootstrap fuse-overlayfs uidmap iproute2 curl openssl python3 \
     python3-grpcio
 fi
 if [ "${1:-}" = "--fuzz" ]; then

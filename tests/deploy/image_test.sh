@@ -8,8 +8,9 @@
 #   3. the image runs with `buildah run` (its ENTRYPOINT + CMD, a model mounted read-only) and
 #      is checked from the host: /ready 200, a completion, /metrics, gRPC health SERVING, the
 #      server's UID is not 0, the image's HEALTHCHECK command passes inside the container and
-#      fails once the server is gone, SIGTERM during a stream drains it and exits 0, and the
-#      image holds no compiler and no -dev package. The image and layer sizes are printed.
+#      fails once the server is gone, SIGTERM during a stream drains it and exits 0, the
+#      image holds no compiler and no -dev package, and with a certificate mounted it serves
+#      HTTPS and its HEALTHCHECK passes over HTTPS. The image and layer sizes are printed.
 #
 # Usage: image_test.sh SOURCE_DIR KVSERVE_BINARY   (the host's kvserve writes the test model)
 # Environment: KVSERVE_IMAGE_KEEP=1 keeps the built image (kvserve:cpu-test).
@@ -23,7 +24,7 @@ IMAGE=localhost/kvserve:cpu-test
 if ! command -v buildah >/dev/null; then
   echo "SKIP: buildah is not installed (scripts/install-deps.sh --image)"; exit 77
 fi
-for tool in podman debootstrap curl python3; do
+for tool in podman debootstrap curl python3 openssl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool missing (scripts/install-deps.sh --image)"; exit 1; }
 done
 
@@ -155,4 +156,28 @@ RUN_PID=""
 echo "ok: SIGTERM drained a running stream and the container exited 0"
 if in_container "${HEALTH_CMD[@]}" 2>/dev/null; then fail "HEALTHCHECK passes with the server stopped"; fi
 echo "ok: HEALTHCHECK fails once the server is stopped"
+
+# TLS: the same image serving HTTPS on a certificate mounted read-only; its HEALTHCHECK
+# follows the server's variables and probes over HTTPS.
+mkdir -m 0755 "$WORK/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" 2>/dev/null
+chmod 0644 "$WORK/tls/key.pem" "$WORK/tls/cert.pem"
+ENV+=(-e KVSERVE_TLS_CERT_FILE=/tls/cert.pem -e KVSERVE_TLS_KEY_FILE=/tls/key.pem)
+buildah run --isolation chroot --network host -v "$WORK/models:/models:ro" -v "$WORK/tls:/tls:ro" "${ENV[@]}" \
+  "$CONTAINER" -- "${SERVE_CMD[@]}" >"$WORK/run.log" 2>&1 &
+RUN_PID=$!
+ready_tls() {
+  [[ "$(curl -s --max-time 5 --cacert "$WORK/tls/cert.pem" -o /dev/null -w '%{http_code}' \
+        "https://127.0.0.1:$HTTP_PORT/ready")" == 200 ]]
+}
+wait_for 120 ready_tls || fail "https://127.0.0.1:$HTTP_PORT/ready never answered 200"
+in_container "${HEALTH_CMD[@]}" || fail "HEALTHCHECK fails against the HTTPS server"
+server_pid=$(ss -ltnpH "sport = :$HTTP_PORT" | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2)
+kill -TERM "$server_pid"
+rc=0
+wait "$RUN_PID" || rc=$?
+RUN_PID=""
+[[ $rc -eq 0 ]] || fail "the TLS container exited with status $rc after SIGTERM"
+echo "ok: HTTPS with a mounted certificate; HEALTHCHECK passes over HTTPS"
 echo "PASS"
