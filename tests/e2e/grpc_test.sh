@@ -13,15 +13,9 @@ KVSERVE=${1:?usage: grpc_test.sh KVSERVE_BINARY PROTO_DIR [MODEL]}
 PROTO_DIR=${2:?usage: grpc_test.sh KVSERVE_BINARY PROTO_DIR [MODEL]}
 MODEL=${3:-synthetic:tiny}
 HERE=$(cd "$(dirname "$0")" && pwd)
-PY=/usr/bin/python3  # Debian's python3-grpcio / python3-protobuf live here (not in pyenv)
-PLUGIN=/usr/bin/grpc_python_plugin
-
-if ! [[ -x "$PY" ]] || ! "$PY" -c 'import grpc, google.protobuf' 2>/dev/null; then
-  echo "SKIP: $PY cannot import grpc (apt-get install python3-grpcio python3-protobuf)"; exit 77
-fi
-if ! command -v protoc >/dev/null || ! [[ -x "$PLUGIN" ]] || ! command -v curl >/dev/null; then
-  echo "SKIP: protoc, $PLUGIN (protobuf-compiler-grpc) or curl missing"; exit 77
-fi
+# shellcheck source=lib/common.sh
+source "$HERE/lib/common.sh"
+require_grpc_python
 
 WORK=$(mktemp -d)
 SERVE_PID=""
@@ -32,11 +26,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
-
-protoc -I "$PROTO_DIR" --python_out="$WORK" --grpc_python_out="$WORK" \
-  --plugin=protoc-gen-grpc_python="$PLUGIN" "$PROTO_DIR/kvserve/v1/generation.proto"
+grpc_stubs "$PROTO_DIR" "$WORK"
 
 KEY="e2e-$RANDOM$RANDOM"
 "$KVSERVE" serve --model "$MODEL" --host 127.0.0.1 --http-port 0 --grpc-port 0 --api-key "$KEY" \
@@ -49,7 +39,7 @@ GRPC=$(grep -o 'gRPC on [^ ]*' "$WORK/serve.out" | head -n1 | cut -d' ' -f3)
 ready() { [[ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$HTTP/ready")" == 200 ]]; }
 wait_for 120 ready || fail "kvserve never became ready"
 
-PYTHONPATH="$WORK" "$PY" "$HERE/grpc_client.py" --grpc "$GRPC" --http "$HTTP" --key "$KEY" || fail "grpc_client.py"
+PYTHONPATH="$WORK" "$GRPC_PY" "$HERE/grpc_client.py" --grpc "$GRPC" --http "$HTTP" --key "$KEY" || fail "grpc_client.py"
 
 rc=0
 stop "$SERVE_PID" 60 || rc=$?

@@ -20,14 +20,10 @@ usage="usage: tls_test.sh KVSERVE_BINARY PROTO_DIR E2E_DIR"
 KVSERVE=$(realpath "${1:?$usage}")
 PROTO_DIR=$(realpath "${2:?$usage}")
 E2E_DIR=$(realpath "${3:?$usage}")
-PY=/usr/bin/python3
-PLUGIN=/usr/bin/grpc_python_plugin
-for tool in openssl curl protoc; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool missing"; exit 77; }
-done
-if ! [[ -x "$PY" && -x "$PLUGIN" ]] || ! "$PY" -c 'import grpc, google.protobuf' 2>/dev/null; then
-  echo "SKIP: python3-grpcio, python3-protobuf or protobuf-compiler-grpc missing"; exit 77
-fi
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+command -v openssl >/dev/null || { echo "SKIP: openssl missing"; exit 77; }
+require_grpc_python
 
 WORK=$(mktemp -d)
 SERVE_PID=""
@@ -38,8 +34,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$WORK"
 
 # ---- certificates (P-256 keys; SAN localhost and 127.0.0.1) ------------------------------
@@ -61,8 +55,7 @@ issue ca client clientAuth 2
 issue ca expired-client clientAuth -1
 issue rogue-ca rogue-client clientAuth 2
 
-protoc -I "$PROTO_DIR" --python_out="$WORK" --grpc_python_out="$WORK" \
-  --plugin=protoc-gen-grpc_python="$PLUGIN" "$PROTO_DIR/kvserve/v1/generation.proto"
+grpc_stubs "$PROTO_DIR" "$WORK"
 
 KEY="e2e-$RANDOM$RANDOM"
 HTTPS="" GRPC=""
@@ -97,7 +90,7 @@ expect_refused() {  # expect_refused WHAT URL [curl flags...]
   echo "ok: $what refused (curl exit ${got#refused:})"
 }
 grpc_health() {  # grpc_health [ssl_channel_credentials keyword args...]: prints SERVING or the error
-  PYTHONPATH="$WORK" "$PY" - "$GRPC" "$@" <<'EOF'
+  PYTHONPATH="$WORK" "$GRPC_PY" - "$GRPC" "$@" <<'EOF'
 import sys, grpc
 target, args = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
 read = lambda k: open(args[k], "rb").read() if k in args else None
@@ -162,7 +155,7 @@ else
   echo "note: node or the openai package missing (scripts/install-deps.sh --test): SDK check not run"
 fi
 
-PYTHONPATH="$WORK" "$PY" "$E2E_DIR/grpc_client.py" --grpc "localhost:${GRPC##*:}" --http "$HTTPS" --key "$KEY" \
+PYTHONPATH="$WORK" "$GRPC_PY" "$E2E_DIR/grpc_client.py" --grpc "localhost:${GRPC##*:}" --http "$HTTPS" --key "$KEY" \
   --tls-ca ca.pem || fail "grpc_client.py over TLS"
 [[ $(grpc_health insecure=1) == "error UNAVAILABLE" ]] || fail "an insecure gRPC channel to the TLS port worked"
 [[ $(grpc_health ca=rogue-ca.pem) == "error UNAVAILABLE" ]] || fail "gRPC trusting another CA connected"

@@ -18,10 +18,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cache/kv_cache_manager.h"
-#include "engine/backend/cpu/cpu_backend.h"
-#include "engine/model_runner.h"
 #include "tests/test_paths.h"
+#include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
 namespace {
@@ -62,17 +60,7 @@ struct Agreement {
 // Prompt in one batch, then each reference token forced in turn; compares every step.
 void TeacherForce(const Model& model, const nlohmann::json& ref, Agreement* a) {
   const ModelConfig& c = model.config();
-  KvSpecConfig sc;
-  sc.num_layers = c.num_layers;
-  sc.num_kv_heads = c.num_kv_heads;
-  sc.head_dim = c.head_dim;
-  sc.dtype = KvDtype::kF32;
-  KvCacheManager cache(*KvSpec::Create(sc), 64);
-  CpuBackendOptions bo;
-  bo.limits.max_num_tokens = 512;
-  CpuBackend backend(model, bo);
-  ASSERT_TRUE(backend.InitKvCache(cache.spec(), 64).ok());
-  ModelRunner runner(&backend, &cache, c.vocab_size);
+  testing::KvHarness h(model, testing::SpecFor(model, KvDtype::kF32, 16), {.num_blocks = 64});
 
   const auto tokens = ref["tokens"].get<std::vector<int32_t>>();
   // [first, last]: the 256 byte tokens of the SentencePiece vocabulary.
@@ -82,14 +70,9 @@ void TeacherForce(const Model& model, const nlohmann::json& ref, Agreement* a) {
   for (int t = 0; t < c.vocab_size; ++t) {
     excluded[t] = (t >= banned[0] && t <= banned[1]) || model.tokenizer().IsEndOfGeneration(t);
   }
-  std::vector<float> logits(c.vocab_size);
   int computed = 0;
   for (size_t step = 0; step < tokens.size(); ++step) {
-    const int count = static_cast<int>(all.size()) - computed;
-    ASSERT_TRUE(cache.AllocateSlots(1, count).has_value());
-    ScheduledSeq s{1, std::span(all).subspan(computed, count), computed, true};
-    const Status st = runner.Execute(std::span(&s, 1), logits);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    const std::vector<float> logits = h.Run(1, std::span(all).subspan(computed), computed);
     computed = static_cast<int>(all.size());
 
     const std::vector<double> lp = LogSoftmax(logits);

@@ -27,3 +27,22 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # The HTTP port `kvserve serve` printed ("HTTP on http://127.0.0.1:PORT") in the file $1.
 http_port() { grep -s -o 'HTTP on http://127.0.0.1:[0-9]*' "$1" | grep -o '[0-9]*$'; }
+
+# Debian's python3 with python3-grpcio and python3-protobuf (not a pyenv one), and the stub
+# generator, for the Python gRPC clients.
+GRPC_PY=/usr/bin/python3
+GRPC_PLUGIN=/usr/bin/grpc_python_plugin
+# Exits 77 (skipped) when the gRPC Python client cannot run here.
+require_grpc_python() {
+  if ! [[ -x "$GRPC_PY" ]] || ! "$GRPC_PY" -c 'import grpc, google.protobuf' 2>/dev/null; then
+    echo "SKIP: $GRPC_PY cannot import grpc (apt-get install python3-grpcio python3-protobuf)"; exit 77
+  fi
+  if ! command -v protoc >/dev/null || ! [[ -x "$GRPC_PLUGIN" ]] || ! command -v curl >/dev/null; then
+    echo "SKIP: protoc, $GRPC_PLUGIN (protobuf-compiler-grpc) or curl missing"; exit 77
+  fi
+}
+# grpc_stubs PROTO_DIR OUT: kvserve/v1/generation.proto's Python stubs into OUT.
+grpc_stubs() {
+  protoc -I "$1" --python_out="$2" --grpc_python_out="$2" --plugin=protoc-gen-grpc_python="$GRPC_PLUGIN" \
+    "$1/kvserve/v1/generation.proto"
+}
