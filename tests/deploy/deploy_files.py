@@ -217,6 +217,7 @@ def check_compose_image(src, c, kv):
     non-root user and HEALTHCHECK, and Prometheus scrapes the port the image serves HTTP on."""
     target = kv.get("build", {}).get("target")
     exposed, env, user = image_config(src, target)
+    models_dir = os.path.dirname(env.get("KVSERVE_MODEL", ""))  # the image's own, before Compose's
     env.update({k: str(v) for k, v in (kv.get("environment") or {}).items()})
     http_port, grpc_port = int(env.get("KVSERVE_HTTP_PORT", 0)), int(env.get("KVSERVE_GRPC_PORT", 0))
     c.check({http_port, grpc_port} <= exposed, "Dockerfile %s: EXPOSE %s must include the HTTP and gRPC ports %s"
@@ -224,7 +225,6 @@ def check_compose_image(src, c, kv):
     published = {int(str(p).rsplit(":", 1)[-1].split("/")[0]) for p in kv.get("ports", [])}
     c.check(published == exposed, "compose.yaml: kvserve publishes container ports %s, the image exposes %s"
             % (sorted(published), sorted(exposed)))
-    models_dir = os.path.dirname(image_config(src, target)[1].get("KVSERVE_MODEL", ""))
     mounts = [re.sub(r"\$\{[^}]*\}", "HOST", str(v)).split(":") for v in kv.get("volumes", [])]
     c.check(any(m[1] == models_dir and m[2:] == ["ro"] for m in mounts if len(m) >= 2),
             "compose.yaml: kvserve must mount the models read-only at %s (the image's KVSERVE_MODEL directory)"

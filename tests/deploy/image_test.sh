@@ -123,7 +123,9 @@ EOF
 [[ $health == SERVING || $health == SKIP* ]] || fail "gRPC health: $health"
 echo "ok: gRPC health $health"
 
-server_pid=$(ss -ltnpH "sport = :$HTTP_PORT" | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2)
+# The host pid of the process listening on the container's HTTP port.
+listener_pid() { ss -ltnpH "sport = :$HTTP_PORT" | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2; }
+server_pid=$(listener_pid)
 [[ -n "$server_pid" ]] || fail "no process listens on $HTTP_PORT"
 uid=$(awk '/^Uid:/ {print $2}' "/proc/$server_pid/status")
 [[ "$uid" != 0 ]] || fail "the server runs as root"
@@ -173,8 +175,7 @@ ready_tls() {
 }
 wait_for 120 ready_tls || fail "https://127.0.0.1:$HTTP_PORT/ready never answered 200"
 in_container "${HEALTH_CMD[@]}" || fail "HEALTHCHECK fails against the HTTPS server"
-server_pid=$(ss -ltnpH "sport = :$HTTP_PORT" | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2)
-kill -TERM "$server_pid"
+kill -TERM "$(listener_pid)"
 rc=0
 wait "$RUN_PID" || rc=$?
 RUN_PID=""
