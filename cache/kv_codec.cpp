@@ -10,20 +10,32 @@
 namespace kvserve {
 namespace {
 
-// Symmetric group quantization with an f16 scale; returns the scale actually stored.
-template <int kMaxQ>
-float GroupScale(const float* x, int n, uint16_t* scale_out) {
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const uint16_t h = F32ToF16(amax / kMaxQ);
-  *scale_out = h;
-  return F16ToF32(h);
-}
+// Asymmetric group quantization: codes q in [kLo, kHi] stand for q * scale + bias. scale and
+// bias are rounded to f16 and stored as params[0], params[1]; the codes are computed against the
+// rounded values. bias = min + (-kLo) * scale is exact in float before its f16 rounding (-kLo is
+// a power of two), so a fused or unfused multiply-add gives the same bias on every backend.
+template <int kLo, int kHi>
+struct GroupCode {
+  GroupCode(const float* x, int n, uint16_t* params) {
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    params[0] = F32ToF16((hi - lo) / static_cast<float>(kHi - kLo));
+    scale = F16ToF32(params[0]);
+    params[1] = F32ToF16(lo + static_cast<float>(-kLo) * scale);
+    bias = F16ToF32(params[1]);
+    inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  }
+  int Quantize(float x) const {
+    return std::clamp(static_cast<int>(std::nearbyint((x - bias) * inv)), kLo, kHi);
+  }
+  float scale, bias, inv;
+};
 
-template <int kMaxQ>
-int QuantizeValue(float x, float inv_scale) {
-  const int q = static_cast<int>(std::nearbyint(x * inv_scale));
-  return std::clamp(q, -kMaxQ, kMaxQ);
+float Dequantize(int q, const uint16_t* params) {
+  return std::fma(static_cast<float>(q), F16ToF32(params[0]), F16ToF32(params[1]));
 }
 
 }  // namespace
@@ -47,11 +59,8 @@ void EncodeKvRow(KvDtype dtype, const float* src, int head_dim, int group_size, 
       int8_t* out = reinterpret_cast<int8_t*>(data);
       for (int g = 0; g < head_dim / group_size; ++g) {
         const float* x = src + g * group_size;
-        const float scale = GroupScale<127>(x, group_size, &scales[g]);
-        const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-        for (int i = 0; i < group_size; ++i) {
-          out[g * group_size + i] = static_cast<int8_t>(QuantizeValue<127>(x[i], inv));
-        }
+        const GroupCode<-128, 127> code(x, group_size, &scales[kKvParamsPerGroup * g]);
+        for (int i = 0; i < group_size; ++i) out[g * group_size + i] = static_cast<int8_t>(code.Quantize(x[i]));
       }
       return;
     }
@@ -60,12 +69,11 @@ void EncodeKvRow(KvDtype dtype, const float* src, int head_dim, int group_size, 
       const int half = group_size / 2;
       for (int g = 0; g < head_dim / group_size; ++g) {
         const float* x = src + g * group_size;
-        const float scale = GroupScale<7>(x, group_size, &scales[g]);
-        const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        const GroupCode<-8, 7> code(x, group_size, &scales[kKvParamsPerGroup * g]);
         uint8_t* out = data + g * half;
         for (int i = 0; i < half; ++i) {
-          const int lo = QuantizeValue<7>(x[i], inv) + 8;
-          const int hi = QuantizeValue<7>(x[i + half], inv) + 8;
+          const int lo = code.Quantize(x[i]) + 8;
+          const int hi = code.Quantize(x[i + half]) + 8;
           out[i] = static_cast<uint8_t>(lo | (hi << 4));
         }
       }
@@ -91,19 +99,19 @@ void DecodeKvRow(KvDtype dtype, const uint8_t* data, const uint16_t* scales, int
     case KvDtype::kInt8: {
       const int8_t* in = reinterpret_cast<const int8_t*>(data);
       for (int g = 0; g < head_dim / group_size; ++g) {
-        const float scale = F16ToF32(scales[g]);
-        for (int i = 0; i < group_size; ++i) dst[g * group_size + i] = in[g * group_size + i] * scale;
+        const uint16_t* params = &scales[kKvParamsPerGroup * g];
+        for (int i = 0; i < group_size; ++i) dst[g * group_size + i] = Dequantize(in[g * group_size + i], params);
       }
       return;
     }
     case KvDtype::kInt4: {
       const int half = group_size / 2;
       for (int g = 0; g < head_dim / group_size; ++g) {
-        const float scale = F16ToF32(scales[g]);
+        const uint16_t* params = &scales[kKvParamsPerGroup * g];
         const uint8_t* in = data + g * half;
         for (int i = 0; i < half; ++i) {
-          dst[g * group_size + i] = ((in[i] & 0xF) - 8) * scale;
-          dst[g * group_size + i + half] = ((in[i] >> 4) - 8) * scale;
+          dst[g * group_size + i] = Dequantize((in[i] & 0xF) - 8, params);
+          dst[g * group_size + i + half] = Dequantize((in[i] >> 4) - 8, params);
         }
       }
       return;

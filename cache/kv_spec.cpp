@@ -57,6 +57,10 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
                                 " must divide head dim " + std::to_string(c.head_dim) +
                                 " and be at most 128");
   }
+  if (c.head_dim / s.group_size_ > kMaxKvGroupsPerRow) {
+    return InvalidArgumentError("KV group size " + std::to_string(s.group_size_) + " gives more than " +
+                                std::to_string(kMaxKvGroupsPerRow) + " groups per row");
+  }
   if ((c.dtype == KvDtype::kInt4 || c.keep_dtype == KvDtype::kInt4) && s.group_size_ % 2 != 0) {
     return InvalidArgumentError("INT4 KV needs an even group size");
   }
@@ -85,7 +89,7 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
         s.segment_offsets_[(static_cast<size_t>(l) * 2 + kind) * c.num_kv_heads + h] = offset;
         const KvDtype d = s.dtype(l, h);
         size_t bytes = static_cast<size_t>(c.block_size) * KvRowDataBytes(d, c.head_dim);
-        if (IsQuantized(d)) bytes += static_cast<size_t>(c.block_size) * s.groups_per_row() * 2;
+        if (IsQuantized(d)) bytes += static_cast<size_t>(c.block_size) * s.params_per_row() * 2;
         offset += AlignUp(bytes, kSegmentAlign);
       }
     }

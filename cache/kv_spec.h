@@ -6,10 +6,10 @@
 // one *segment* per (layer, K|V, kv_head), in that order, each 32-byte aligned:
 //
 //   segment = data  [block_size][row_bytes]       row = head_dim values of one token
-//             scales[block_size][groups_per_row]  f16, quantized dtypes only
+//             scales[block_size][groups_per_row][2]  f16 {scale, bias}, quantized dtypes only
 //
 // A quantized row is split into groups of `group_size` consecutive values (inside one head);
-// each group has one f16 scale (symmetric INT8 / INT4). Every (layer, head) may have its own
+// each group has an f16 scale and an f16 bias (asymmetric INT8 / INT4, cache/kv_codec.h). Every (layer, head) may have its own
 // dtype ("layered precision"). Immutable value type; thread-safe.
 #pragma once
 
@@ -28,7 +28,10 @@ enum class KvDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4 };
 
 std::string_view KvDtypeName(KvDtype dtype);
 [[nodiscard]] std::optional<KvDtype> ParseKvDtype(std::string_view name);
-inline bool IsQuantized(KvDtype d) { return d == KvDtype::kInt8 || d == KvDtype::kInt4; }
+constexpr bool IsQuantized(KvDtype d) { return d == KvDtype::kInt8 || d == KvDtype::kInt4; }
+// f16 values stored per quantization group: scale and bias.
+inline constexpr int kKvParamsPerGroup = 2;
+inline constexpr int kMaxKvGroupsPerRow = 256;
 
 // Bytes of the data part of one row of `head_dim` values (INT4 packs two values per byte).
 size_t KvRowDataBytes(KvDtype dtype, int head_dim);
@@ -61,6 +64,8 @@ class KvSpec {
   int block_size() const { return block_size_; }
   int group_size() const { return group_size_; }
   int groups_per_row() const { return head_dim_ / group_size_; }
+  // f16 values in one row's entry of `scales` (quantized dtypes).
+  int params_per_row() const { return groups_per_row() * kKvParamsPerGroup; }
   KvDtype default_dtype() const { return default_dtype_; }
   bool is_uniform() const { return uniform_; }
 

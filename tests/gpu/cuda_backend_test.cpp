@@ -279,7 +279,7 @@ TEST(CudaBackend, BlockOperationsMatchTheCpuBackendByteForByte) {
     std::normal_distribution<float> dist;
     std::vector<float> row(spec.head_dim());
     std::vector<uint8_t> data(spec.row_bytes(0, 0));
-    std::vector<uint16_t> scales(spec.groups_per_row());
+    std::vector<uint16_t> scales(spec.params_per_row());
     for (int b = 0; b < num_blocks; ++b) {
       std::vector<uint8_t> block(spec.block_bytes(), 0);
       for (int l = 0; l < spec.num_layers(); ++l)

@@ -278,9 +278,11 @@ TEST(CudaKernels, AppendQuantizeWritesTheReferenceCodecBytesExactly) {
         std::vector<float> k = RandomNormal(static_cast<size_t>(T) * stride, 100 + l, 2.0f);
         std::vector<float> v = RandomNormal(static_cast<size_t>(T) * stride, 200 + l, 2.0f);
         for (int d = 0; d < hd; ++d) {
-          k[0 * stride + d] = 0.0f;                                  // zero row: scale 0
-          k[1 * stride + d] = d == 0 ? 127.0f : (d % 7 - 3) + 0.5f;  // INT8 ties (scale 1)
-          v[2 * stride + hd + d] = 1e-3f * ((d % 5) - 2);            // subnormal f16 scales
+          k[0 * stride + d] = 0.0f;                                  // zero row: scale 0, bias 0
+          // INT8 ties: groups span [-100, 155], so scale 1 and bias 28, and x - 28 ends in .5.
+          const int i = d % spec.group_size();
+          k[1 * stride + d] = i == 0 ? 155.0f : (i == 1 ? -100.0f : 28.0f + (d % 7 - 3) + 0.5f);
+          v[2 * stride + hd + d] = 1e-3f * ((d % 5) - 2);            // subnormal f16 scales and biases
           v[3 * stride + d] = 3e4f * ((d % 3) - 1);                  // near the f16 range
         }
         for (int t = 0; t < T; ++t) {

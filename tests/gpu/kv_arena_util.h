@@ -29,14 +29,14 @@ class HostKvArena {
   }
   uint8_t* Scales(int block, int layer, int kind, int head, int row) {
     return Segment(block, layer, kind, head) + spec_.scales_offset(layer, head) +
-           static_cast<size_t>(row) * spec_.groups_per_row() * 2;
+           static_cast<size_t>(row) * spec_.params_per_row() * 2;
   }
 
   // Encodes x[0..head_dim) into the row (copies through aligned temporaries: scales may sit
   // at odd offsets).
   void Encode(int block, int layer, int kind, int head, int row, const float* x) {
     std::vector<uint8_t> data(spec_.row_bytes(layer, head));
-    std::vector<uint16_t> scales(spec_.groups_per_row());
+    std::vector<uint16_t> scales(spec_.params_per_row());
     const KvDtype d = spec_.dtype(layer, head);
     EncodeKvRow(d, x, spec_.head_dim(), spec_.group_size(), data.data(), scales.data());
     std::memcpy(Data(block, layer, kind, head, row), data.data(), data.size());
@@ -44,7 +44,7 @@ class HostKvArena {
   }
   void Decode(int block, int layer, int kind, int head, int row, float* out) {
     std::vector<uint8_t> data(spec_.row_bytes(layer, head));
-    std::vector<uint16_t> scales(spec_.groups_per_row());
+    std::vector<uint16_t> scales(spec_.params_per_row());
     const KvDtype d = spec_.dtype(layer, head);
     std::memcpy(data.data(), Data(block, layer, kind, head, row), data.size());
     if (IsQuantized(d)) std::memcpy(scales.data(), Scales(block, layer, kind, head, row), scales.size() * 2);

@@ -215,11 +215,10 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
     for (int h = 0; h < s.num_kv_heads(); ++h) {
       const KvDtype d = s.dtype(layer, h);
       const size_t row_bytes = s.row_bytes(layer, h);
-      const int groups = s.groups_per_row();
       for (int kind = 0; kind < 2; ++kind) {
         uint8_t* seg = block + s.segment_offset(layer, kind, h);
         const float* src = (kind == 0 ? k_.data() : v_.data()) + static_cast<size_t>(t) * config_.kv_dim() + h * hd;
-        uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * groups;
+        uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * s.params_per_row();
         EncodeKvRow(d, src, hd, s.group_size(), seg + offset * row_bytes, scales);
       }
     }
@@ -409,12 +408,11 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
       for (int h = 0; h < s.num_kv_heads(); ++h) {
         const KvDtype d = s.dtype(l, h);
         const size_t row_bytes = s.row_bytes(l, h);
-        const int groups = s.groups_per_row();
         uint8_t* seg = block + s.segment_offset(l, /*kind=K*/ 0, h);
         uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(l, h));
         for (int r = 0; r < s.block_size(); ++r) {
           uint8_t* data = seg + r * row_bytes;
-          uint16_t* row_scales = scales + r * groups;
+          uint16_t* row_scales = scales + r * s.params_per_row();
           DecodeKvRow(d, data, row_scales, hd, s.group_size(), row.data());
           for (int i = 0; i < half; ++i) {
             const int i0 = neox ? i : 2 * i;

@@ -208,10 +208,26 @@ inline V LoadKvFloat(const uint8_t* row, int k, int n) {
 
 inline V LoadI8Tail(const int8_t* p, int n) { return Isa::LoadI8N(p, n); }
 
+// Quantized rows (cache/kv_codec.h): a code q stands for q * scale + bias per group, so
+//   dot(q, row)     = sum_g scale_g * dot(q_g, codes_g) + bias_g * sum(q_g)
+//   acc += p * row  : acc_g += (p * scale_g) * codes_g + p * bias_g
+// with sum(q_g) computed once per call and p * bias_g summed over the rows once per group.
+inline float Param(const KvRows& rows, int row, int groups, int g, int which) {
+  return Isa::F16(rows.scales[(row * groups + g) * kKvParamsPerGroup + which]);
+}
+
 template <KvDtype D>
 void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
   const int groups = head_dim / group_size;
+  float qsum[kMaxKvGroupsPerRow];
+  if constexpr (IsQuantized(D)) {
+    for (int g = 0; g < groups; ++g) {
+      float t = 0.0f;
+      for (int i = g * group_size; i < (g + 1) * group_size; ++i) t += q[i];
+      qsum[g] = t;
+    }
+  }
   for (int j = 0; j < rows.n; ++j) {
     const uint8_t* row = rows.data + j * row_bytes;
     if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
@@ -224,7 +240,6 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
       scores[j] = Isa::Reduce(acc);
     } else if constexpr (D == KvDtype::kInt8) {
       const int8_t* r8 = reinterpret_cast<const int8_t*>(row);
-      const uint16_t* sc = rows.scales + j * groups;
       float s = 0.0f;
       for (int g = 0; g < groups; ++g) {
         V acc = Isa::Zero();
@@ -234,11 +249,10 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
           const V kv = n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n);
           acc = Isa::Fma(qv, kv, acc);
         }
-        s += Isa::Reduce(acc) * Isa::F16(sc[g]);
+        s += Isa::Reduce(acc) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
       }
       scores[j] = s;
     } else {  // INT4
-      const uint16_t* sc = rows.scales + j * groups;
       const int half = group_size / 2;
       float s = 0.0f;
       for (int g = 0; g < groups; ++g) {
@@ -254,11 +268,18 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
         for (; i < half; ++i) {
           tail += qg[i] * ((bytes[i] & 0xF) - 8) + qg[half + i] * ((bytes[i] >> 4) - 8);
         }
-        s += (Isa::Reduce(acc) + tail) * Isa::F16(sc[g]);
+        s += (Isa::Reduce(acc) + tail) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
       }
       scores[j] = s;
     }
   }
+}
+
+// sum_j p[j] * bias of row j's group g.
+inline float BiasSum(const float* p, const KvRows& rows, int groups, int g) {
+  float t = 0.0f;
+  for (int j = 0; j < rows.n; ++j) t += p[j] * Param(rows, j, groups, g, 1);
+  return t;
 }
 
 template <KvDtype D>
@@ -280,12 +301,14 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
     }
   } else if constexpr (D == KvDtype::kInt8) {
     for (int g = 0; g < groups; ++g) {
+      const V bias = Isa::Set1(BiasSum(p, rows, groups, g));
       for (int k = g * group_size; k < (g + 1) * group_size; k += L) {
         const int n = (g + 1) * group_size - k < L ? (g + 1) * group_size - k : L;
         V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
+        a = Isa::Fma(bias, Isa::Set1(1.0f), a);
         for (int j = 0; j < rows.n; ++j) {
           const int8_t* r8 = reinterpret_cast<const int8_t*>(rows.data + j * row_bytes);
-          const V w = Isa::Set1(p[j] * Isa::F16(rows.scales[j * groups + g]));
+          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
           a = Isa::Fma(w, n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n), a);
         }
         if (n == L) {
@@ -299,13 +322,15 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
     const int half = group_size / 2;
     for (int g = 0; g < groups; ++g) {
       float* ag = acc + g * group_size;
+      const float bias = BiasSum(p, rows, groups, g);
+      const V bias_v = Isa::Set1(bias);
       int i = 0;
       for (; i + L <= half; i += L) {
-        V lo = Isa::Load(ag + i);
-        V hi = Isa::Load(ag + half + i);
+        V lo = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + i));
+        V hi = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + half + i));
         for (int j = 0; j < rows.n; ++j) {
           const uint8_t* bytes = rows.data + j * row_bytes + g * half;
-          const V w = Isa::Set1(p[j] * Isa::F16(rows.scales[j * groups + g]));
+          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
           lo = Isa::Fma(w, Isa::LoadU4Lo(bytes + i), lo);
           hi = Isa::Fma(w, Isa::LoadU4Hi(bytes + i), hi);
         }
@@ -313,9 +338,11 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, fl
         Isa::Store(ag + half + i, hi);
       }
       for (; i < half; ++i) {
+        ag[i] += bias;
+        ag[half + i] += bias;
         for (int j = 0; j < rows.n; ++j) {
           const uint8_t b = rows.data[j * row_bytes + g * half + i];
-          const float w = p[j] * Isa::F16(rows.scales[j * groups + g]);
+          const float w = p[j] * Param(rows, j, groups, g, 0);
           ag[i] += w * ((b & 0xF) - 8);
           ag[half + i] += w * ((b >> 4) - 8);
         }

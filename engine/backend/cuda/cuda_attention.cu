@@ -40,7 +40,7 @@ __device__ __forceinline__ void LoadKvTile(float* dst, const AttnArgs& a, const 
   const int bs = a.kv.block_size;
   const int group_size = a.kv.group_size;
   const int64_t scales_offset = static_cast<int64_t>(bs) * row_bytes;
-  const int scale_bytes = (hd / group_size) * 2;
+  const int scale_bytes = (hd / group_size) * 4;  // {scale, bias} f16 per group
   if (a.kv.vec8) {
     const int chunks_per_row = hd / 8;
     const int total = n * chunks_per_row;

@@ -50,10 +50,18 @@ __device__ __forceinline__ int KvRowBytes(int dtype, int head_dim) {
   }
 }
 
-// Scales may sit at any even or odd byte offset (INT4 rows of odd byte length): read bytes.
-__device__ __forceinline__ float LoadScale(const uint8_t* scales, int group) {
-  const uint16_t bits = static_cast<uint16_t>(scales[2 * group] | (scales[2 * group + 1] << 8));
-  return __half2float(__ushort_as_half(bits));
+// A quantized row's params are {scale, bias} f16 pairs per group (cache/kv_codec.h); they may
+// sit at any even or odd byte offset (INT4 rows of odd byte length): read bytes.
+__device__ __forceinline__ float LoadHalfBytes(const uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<uint16_t>(p[0] | (p[1] << 8))));
+}
+__device__ __forceinline__ float LoadScale(const uint8_t* params, int group) { return LoadHalfBytes(params + 4 * group); }
+__device__ __forceinline__ float LoadBias(const uint8_t* params, int group) {
+  return LoadHalfBytes(params + 4 * group + 2);
+}
+// fma(q, scale, bias), as DecodeKvRow.
+__device__ __forceinline__ float Dequantize(int q, float scale, float bias) {
+  return __fmaf_rn(static_cast<float>(q), scale, bias);
 }
 
 // Element d of a row (DecodeKvRow, one value).
@@ -63,14 +71,17 @@ __device__ __forceinline__ float DecodeKvElement(int dtype, const uint8_t* data,
     case kKvF32: return reinterpret_cast<const float*>(data)[d];
     case kKvF16: return __half2float(reinterpret_cast<const __half*>(data)[d]);
     case kKvBF16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(data)[d]);
-    case kKvInt8: return static_cast<float>(static_cast<int8_t>(data[d])) * LoadScale(scales, d / group_size);
+    case kKvInt8: {
+      const int g = d / group_size;
+      return Dequantize(static_cast<int8_t>(data[d]), LoadScale(scales, g), LoadBias(scales, g));
+    }
     default: {
       const int g = d / group_size;
       const int i = d - g * group_size;
       const int half = group_size / 2;
       const uint8_t byte = data[g * half + (i < half ? i : i - half)];
       const int q = (i < half ? (byte & 0xF) : (byte >> 4)) - 8;
-      return static_cast<float>(q) * LoadScale(scales, g);
+      return Dequantize(q, LoadScale(scales, g), LoadBias(scales, g));
     }
   }
 }
@@ -113,11 +124,12 @@ __device__ __forceinline__ void DecodeKvChunk8(int dtype, const uint8_t* data, c
     }
     case kKvInt8: {
       const uint2 u = reinterpret_cast<const uint2*>(data)[c];
-      const float s = LoadScale(scales, (8 * c) / group_size);
+      const int g = (8 * c) / group_size;
+      const float s = LoadScale(scales, g), z = LoadBias(scales, g);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        v[k] = static_cast<float>(static_cast<int8_t>((u.x >> (8 * k)) & 0xFF)) * s;
-        v[4 + k] = static_cast<float>(static_cast<int8_t>((u.y >> (8 * k)) & 0xFF)) * s;
+        v[k] = Dequantize(static_cast<int8_t>((u.x >> (8 * k)) & 0xFF), s, z);
+        v[4 + k] = Dequantize(static_cast<int8_t>((u.y >> (8 * k)) & 0xFF), s, z);
       }
       *a = 8 * c, *b = 8 * c + 4;
       return;
@@ -128,12 +140,12 @@ __device__ __forceinline__ void DecodeKvChunk8(int dtype, const uint8_t* data, c
       const int byte0 = 4 * c;
       const int g = byte0 / half;
       const int i = byte0 - g * half;
-      const float s = LoadScale(scales, g);
+      const float s = LoadScale(scales, g), z = LoadBias(scales, g);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int byte = (u >> (8 * k)) & 0xFF;
-        v[k] = static_cast<float>((byte & 0xF) - 8) * s;
-        v[4 + k] = static_cast<float>((byte >> 4) - 8) * s;
+        v[k] = Dequantize((byte & 0xF) - 8, s, z);
+        v[4 + k] = Dequantize((byte >> 4) - 8, s, z);
       }
       *a = g * group_size + i, *b = g * group_size + i + half;
       return;
@@ -141,16 +153,23 @@ __device__ __forceinline__ void DecodeKvChunk8(int dtype, const uint8_t* data, c
   }
 }
 
-__device__ __forceinline__ int QuantizeKvValue(float x, float inv_scale, int max_q) {
-  const int q = __float2int_rn(x * inv_scale);  // round half to even, as std::nearbyint
-  return q < -max_q ? -max_q : (q > max_q ? max_q : q);
+// round((x - bias) * inv_scale) clamped to [lo, hi], as GroupCode::Quantize in kv_codec.cpp.
+__device__ __forceinline__ int QuantizeKvValue(float x, float bias, float inv_scale, int lo, int hi) {
+  const int q = __float2int_rn(__fmul_rn(__fsub_rn(x, bias), inv_scale));  // half to even, as std::nearbyint
+  return q < lo ? lo : (q > hi ? hi : q);
+}
+
+__device__ __forceinline__ void StoreHalfBytes(uint8_t* p, float x) {
+  const uint16_t bits = __half_as_ushort(__float2half_rn(x));
+  p[0] = static_cast<uint8_t>(bits & 0xFF);
+  p[1] = static_cast<uint8_t>(bits >> 8);
 }
 
 // Encodes row x[0..head_dim) (shared memory, written before the call and __syncwarp'ed) into
-// `data`/`scales` exactly as EncodeKvRow. Called by all 32 lanes of one warp; inv_scale is
-// scratch of [head_dim / group_size] floats private to the warp.
+// `data`/`scales` exactly as EncodeKvRow. Called by all 32 lanes of one warp; `params` is
+// scratch of [2 * head_dim / group_size] floats private to the warp (inverse scales, biases).
 __device__ inline void EncodeKvRowWarp(int dtype, const float* x, int head_dim, int group_size, uint8_t* data,
-                                       uint8_t* scales, float* inv_scale, int lane) {
+                                       uint8_t* scales, float* params, int lane) {
   switch (dtype) {
     case kKvF32:
       for (int d = lane; d < head_dim; d += 32) reinterpret_cast<float*>(data)[d] = x[d];
@@ -165,31 +184,36 @@ __device__ inline void EncodeKvRowWarp(int dtype, const float* x, int head_dim, 
       return;
     default: {
       const bool int8 = dtype == kKvInt8;
-      const int max_q = int8 ? 127 : 7;
+      const int q_lo = int8 ? -128 : -8;
+      const int q_hi = int8 ? 127 : 7;
       const int groups = head_dim / group_size;
+      float* inv_scale = params;
+      float* bias = params + groups;
       for (int g = lane; g < groups; g += 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < group_size; ++i) amax = fmaxf(amax, fabsf(x[g * group_size + i]));
-        const __half h = __float2half_rn(amax / static_cast<float>(max_q));
-        const uint16_t bits = __half_as_ushort(h);
-        scales[2 * g] = static_cast<uint8_t>(bits & 0xFF);
-        scales[2 * g + 1] = static_cast<uint8_t>(bits >> 8);
-        const float scale = __half2float(h);
-        inv_scale[g] = scale != 0.0f ? 1.0f / scale : 0.0f;
+        float lo = x[g * group_size], hi = lo;
+        for (int i = 1; i < group_size; ++i) {
+          lo = fminf(lo, x[g * group_size + i]);
+          hi = fmaxf(hi, x[g * group_size + i]);
+        }
+        StoreHalfBytes(scales + 4 * g, __fdiv_rn(__fsub_rn(hi, lo), static_cast<float>(q_hi - q_lo)));
+        const float scale = LoadScale(scales, g);
+        StoreHalfBytes(scales + 4 * g + 2, __fadd_rn(lo, __fmul_rn(static_cast<float>(-q_lo), scale)));
+        bias[g] = LoadBias(scales, g);
+        inv_scale[g] = scale != 0.0f ? __fdiv_rn(1.0f, scale) : 0.0f;
       }
       __syncwarp();
       if (int8) {
         for (int d = lane; d < head_dim; d += 32) {
-          data[d] = static_cast<uint8_t>(static_cast<int8_t>(QuantizeKvValue(x[d], inv_scale[d / group_size], 127)));
+          const int g = d / group_size;
+          data[d] = static_cast<uint8_t>(static_cast<int8_t>(QuantizeKvValue(x[d], bias[g], inv_scale[g], q_lo, q_hi)));
         }
       } else {
         const int half = group_size / 2;
         for (int byte = lane; byte < head_dim / 2; byte += 32) {
           const int g = byte / half;
           const int i = byte - g * half;
-          const float inv = inv_scale[g];
-          const int lo = QuantizeKvValue(x[g * group_size + i], inv, 7) + 8;
-          const int hi = QuantizeKvValue(x[g * group_size + i + half], inv, 7) + 8;
+          const int lo = QuantizeKvValue(x[g * group_size + i], bias[g], inv_scale[g], q_lo, q_hi) + 8;
+          const int hi = QuantizeKvValue(x[g * group_size + i + half], bias[g], inv_scale[g], q_lo, q_hi) + 8;
           data[byte] = static_cast<uint8_t>(lo | (hi << 4));
         }
       }

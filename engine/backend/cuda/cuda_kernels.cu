@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kKvWarps * 32)
   if (slot < 0) return;  // padding row
   const int hd = kv.head_dim;
   const int groups = hd / kv.group_size;
-  float* row = smem + warp * (hd + groups);
-  float* inv = row + hd;
+  float* row = smem + warp * (hd + 2 * groups);
+  float* params = row + hd;
   const float* src = (kind == 0 ? k : v) + static_cast<int64_t>(t) * stride + static_cast<int64_t>(h) * hd;
   for (int d = lane; d < hd; d += 32) row[d] = src[d];
   __syncwarp();
@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(kKvWarps * 32)
   const int64_t offset = slot - block * kv.block_size;
   uint8_t* seg = kv.arena + static_cast<uint64_t>(block) * kv.block_bytes + kv.seg_offsets[kind * kv.num_kv_heads + h];
   uint8_t* data = seg + offset * row_bytes;
-  uint8_t* scales = seg + static_cast<int64_t>(kv.block_size) * row_bytes + offset * groups * 2;
-  EncodeKvRowWarp(dtype, row, hd, kv.group_size, data, scales, inv, lane);
+  uint8_t* scales = seg + static_cast<int64_t>(kv.block_size) * row_bytes + offset * groups * 4;
+  EncodeKvRowWarp(dtype, row, hd, kv.group_size, data, scales, params, lane);
 }
 
 // ---- ShiftKeys: one warp per (block, layer, kv head, row) ----
@@ -180,14 +180,14 @@ __global__ void __launch_bounds__(kKvWarps * 32) ShiftKeysKernel(ShiftKeysArgs a
   const int bi = static_cast<int>(rest / a.num_layers);
   const int hd = a.head_dim;
   const int groups = hd / a.group_size;
-  float* row = smem + warp * (hd + groups);
-  float* inv = row + hd;
+  float* row = smem + warp * (hd + 2 * groups);
+  float* params = row + hd;
   const int dtype = a.dtypes[l * a.num_kv_heads + h];
   const int64_t row_bytes = KvRowBytes(dtype, hd);
   uint8_t* seg = a.arena + static_cast<uint64_t>(a.blocks[bi]) * a.block_bytes +
                  a.seg_offsets[(static_cast<int64_t>(l) * 2) * a.num_kv_heads + h];
   uint8_t* data = seg + r * row_bytes;
-  uint8_t* scales = seg + static_cast<int64_t>(a.block_size) * row_bytes + static_cast<int64_t>(r) * groups * 2;
+  uint8_t* scales = seg + static_cast<int64_t>(a.block_size) * row_bytes + static_cast<int64_t>(r) * groups * 4;
   for (int d = lane; d < hd; d += 32) row[d] = DecodeKvElement(dtype, data, scales, d, a.group_size);
   __syncwarp();
   const int half = a.rope_dim / 2;
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kKvWarps * 32) ShiftKeysKernel(ShiftKeysArgs a
     row[i1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
   }
   __syncwarp();
-  EncodeKvRowWarp(dtype, row, hd, a.group_size, data, scales, inv, lane);
+  EncodeKvRowWarp(dtype, row, hd, a.group_size, data, scales, params, lane);
 }
 
 // ---- Random weights, constants, copy ----
@@ -318,7 +318,7 @@ cudaError_t LaunchStoreKv(const KvLayerView& kv, const float* k, const float* v,
   if (num_tokens <= 0) return cudaSuccess;
   const int64_t rows = static_cast<int64_t>(num_tokens) * 2 * kv.num_kv_heads;
   const int blocks = static_cast<int>((rows + kKvWarps - 1) / kKvWarps);
-  const size_t smem = sizeof(float) * kKvWarps * (kv.head_dim + kv.head_dim / kv.group_size);
+  const size_t smem = sizeof(float) * kKvWarps * (kv.head_dim + 2 * kv.head_dim / kv.group_size);
   StoreKvKernel<<<blocks, kKvWarps * 32, smem, stream>>>(kv, k, v, stride, num_tokens, slots);
   return cudaGetLastError();
 }
@@ -329,7 +329,7 @@ cudaError_t LaunchShiftKeys(const ShiftKeysArgs& args, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   const int64_t blocks = (rows + kKvWarps - 1) / kKvWarps;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const size_t smem = sizeof(float) * kKvWarps * (args.head_dim + args.head_dim / args.group_size);
+  const size_t smem = sizeof(float) * kKvWarps * (args.head_dim + 2 * args.head_dim / args.group_size);
   ShiftKeysKernel<<<static_cast<unsigned>(blocks), kKvWarps * 32, smem, stream>>>(args);
   return cudaGetLastError();
 }

@@ -119,12 +119,15 @@ TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
         const int n = 11;
         const size_t row_bytes = KvRowDataBytes(d, head_dim);
         std::vector<uint8_t> data(n * row_bytes);
-        std::vector<uint16_t> scales(n * (head_dim / group));
+        const int params = kKvParamsPerGroup * head_dim / group;
+        std::vector<uint16_t> scales(n * params);
         std::vector<float> decoded(n * head_dim);
-        const std::vector<float> src = Random(n * head_dim, 5);
+        std::vector<float> src = Random(n * head_dim, 5);
+        // Per-channel offsets, as RoPE'd keys have: the groups' biases are far from zero.
+        for (size_t i = 0; i < src.size(); ++i) src[i] += 0.3f * static_cast<float>(i % head_dim % 5) - 0.5f;
         for (int j = 0; j < n; ++j) {
-          EncodeKvRow(d, &src[j * head_dim], head_dim, group, &data[j * row_bytes], &scales[j * (head_dim / group)]);
-          DecodeKvRow(d, &data[j * row_bytes], &scales[j * (head_dim / group)], head_dim, group, &decoded[j * head_dim]);
+          EncodeKvRow(d, &src[j * head_dim], head_dim, group, &data[j * row_bytes], &scales[j * params]);
+          DecodeKvRow(d, &data[j * row_bytes], &scales[j * params], head_dim, group, &decoded[j * head_dim]);
         }
         const std::vector<float> q = Random(head_dim, 6);
         const std::vector<float> p = Random(n, 7);

@@ -46,7 +46,7 @@ std::unique_ptr<Model> ScaledRopeModel() {
 std::vector<float> Row(KvHarness& h, BlockId block, int layer, int kind, int head, int row) {
   const KvSpec& s = h.cache->spec();
   const uint8_t* seg = h.backend->block_data(block) + s.segment_offset(layer, kind, head);
-  const auto* scales = reinterpret_cast<const uint16_t*>(seg + s.scales_offset(layer, head)) + row * s.groups_per_row();
+  const auto* scales = reinterpret_cast<const uint16_t*>(seg + s.scales_offset(layer, head)) + row * s.params_per_row();
   std::vector<float> out(s.head_dim());
   DecodeKvRow(s.dtype(layer, head), seg + row * s.row_bytes(layer, head), scales, s.head_dim(), s.group_size(),
               out.data());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -26,7 +27,7 @@ struct Encoded {
 
 Encoded Encode(KvDtype d, const std::vector<float>& x, int group) {
   const int hd = static_cast<int>(x.size());
-  Encoded e{std::vector<uint8_t>(KvRowDataBytes(d, hd)), std::vector<uint16_t>(hd / group)};
+  Encoded e{std::vector<uint8_t>(KvRowDataBytes(d, hd)), std::vector<uint16_t>(kKvParamsPerGroup * hd / group)};
   EncodeKvRow(d, x.data(), hd, group, e.data.data(), e.scales.data());
   return e;
 }
@@ -49,45 +50,56 @@ TEST(KvCodec, FloatFormatsRoundTrip) {
 }
 
 TEST(KvCodec, Int8ExactBytesForAHandMadeRow) {
-  // max |x| = 127 -> scale 1.0 exactly; values quantize to themselves.
-  std::vector<float> x = {127, -127, 0, 1, -1, 2.4f, -2.6f, 63.5f};
+  // [min, max] = [-100, 155]: scale = 255 / 255 = 1, bias = -100 + 128 = 28; q = x - 28.
+  std::vector<float> x = {-100, 155, 28, 29, 27, 30.4f, 25.6f, 91.5f};
   Encoded e = Encode(KvDtype::kInt8, x, 8);
   EXPECT_EQ(F16ToF32(e.scales[0]), 1.0f);
+  EXPECT_EQ(F16ToF32(e.scales[1]), 28.0f);
   const int8_t* q = reinterpret_cast<const int8_t*>(e.data.data());
-  EXPECT_EQ(std::vector<int>(q, q + 8), (std::vector<int>{127, -127, 0, 1, -1, 2, -3, 64}));
+  EXPECT_EQ(std::vector<int>(q, q + 8), (std::vector<int>{-128, 127, 0, 1, -1, 2, -2, 64}));  // 63.5: to even
 }
 
 TEST(KvCodec, Int4PacksLowAndHighHalvesOfEachGroup) {
-  // Group of 4: scale = 7/7 = 1; q = x; byte i = (x[i]+8) | (x[i+2]+8) << 4.
-  std::vector<float> x = {7, -7, 1, -2};
+  // Group of 4 in [1, 16]: scale = 15 / 15 = 1, bias = 1 + 8 = 9; q = x - 9 stored as q + 8,
+  // byte i = (q[i]+8) | (q[i+2]+8) << 4.
+  std::vector<float> x = {16, 1, 10, 7};
   Encoded e = Encode(KvDtype::kInt4, x, 4);
   EXPECT_EQ(F16ToF32(e.scales[0]), 1.0f);
+  EXPECT_EQ(F16ToF32(e.scales[1]), 9.0f);
   EXPECT_EQ(e.data[0], (7 + 8) | ((1 + 8) << 4));
-  EXPECT_EQ(e.data[1], (-7 + 8) | ((-2 + 8) << 4));
+  EXPECT_EQ(e.data[1], (-8 + 8) | ((-2 + 8) << 4));
   EXPECT_EQ(Decode(KvDtype::kInt4, e, 4, 4), x);
 }
 
 TEST(KvCodec, QuantizedErrorWithinHalfAStep) {
   for (int group : {8, 32, 64, 128}) {
     const int hd = 128;
-    const std::vector<float> x = RandomRow(hd, 7 + group, 3.0f);
+    std::vector<float> x = RandomRow(hd, 7 + group, 3.0f);
+    for (int i = 0; i < hd; i += 3) x[i] += 20.0f;  // skewed groups use the zero point
     for (KvDtype d : {KvDtype::kInt8, KvDtype::kInt4}) {
-      const int max_q = d == KvDtype::kInt8 ? 127 : 7;
+      const int levels = d == KvDtype::kInt8 ? 255 : 15;
       Encoded e = Encode(d, x, group);
       const auto y = Decode(d, e, hd, group);
       for (int g = 0; g < hd / group; ++g) {
-        float amax = 0;
-        for (int i = 0; i < group; ++i) amax = std::max(amax, std::fabs(x[g * group + i]));
-        const float step = F16ToF32(e.scales[g]);
-        EXPECT_NEAR(step, amax / max_q, amax / max_q * 1e-3f);  // f16 rounding of the scale
+        const auto [lo, hi] = std::minmax_element(x.begin() + g * group, x.begin() + (g + 1) * group);
+        const float step = F16ToF32(e.scales[2 * g]);
+        EXPECT_NEAR(step, (*hi - *lo) / levels, (*hi - *lo) / levels * 1e-3f);  // f16 rounding of the scale
+        // The bias's f16 rounding shifts the codes; the range still fits within one step.
+        const float bias_err = std::fabs(F16ToF32(e.scales[2 * g + 1]) - (*lo + (levels + 1) / 2 * step));
         for (int i = 0; i < group; ++i) {
-          // Half a quantization step, plus the scale's f16 rounding times the code.
-          EXPECT_NEAR(y[g * group + i], x[g * group + i], 0.5f * step + max_q * step * 1e-3f)
+          // Half a step, the bias's rounding, and the scale's rounding times the largest code.
+          EXPECT_NEAR(y[g * group + i], x[g * group + i], 0.5f * step + bias_err + levels * step * 1e-3f)
               << KvDtypeName(d) << " group " << group << " index " << g * group + i;
         }
       }
     }
   }
+}
+
+TEST(KvCodec, ConstantGroupsDecodeToTheirF16Value) {
+  std::vector<float> x(16, 0.0f);
+  std::fill(x.begin() + 8, x.end(), -2.5f);
+  for (KvDtype d : {KvDtype::kInt8, KvDtype::kInt4}) EXPECT_EQ(Decode(d, Encode(d, x, 8), 16, 8), x);
 }
 
 TEST(KvCodec, AllZeroRowEncodesToZero) {

@@ -31,17 +31,18 @@ TEST(KvSpec, F16BlockBytesAndOffsets) {
 }
 
 TEST(KvSpec, QuantizedSizesIncludeScales) {
-  const KvSpec f16 = MakeSpec(KvDtype::kF16, 8, 8, 64);
-  const KvSpec i8 = MakeSpec(KvDtype::kInt8, 8, 8, 64);
-  const KvSpec i4 = MakeSpec(KvDtype::kInt4, 8, 8, 64);
-  // INT8 row: 64 bytes + one f16 scale (group 64) => 66 / 128.
-  EXPECT_EQ(i8.group_size(), 64);
-  EXPECT_EQ(i8.block_bytes(), 8u * 2 * 8 * (16 * 64 + 16 * 2));
-  EXPECT_LE(i8.bytes_per_token() / f16.bytes_per_token(), 0.52);
-  // INT4 row: 32 bytes + one f16 scale => 34 / 128.
-  EXPECT_EQ(i4.block_bytes(), 8u * 2 * 8 * (16 * 32 + 16 * 2));
-  EXPECT_LE(i4.bytes_per_token() / f16.bytes_per_token(), 0.27);
-  EXPECT_EQ(i8.scales_offset(0, 0), 16u * 64);
+  const KvSpec f16 = MakeSpec(KvDtype::kF16, 8, 8, 128);
+  const KvSpec i8 = MakeSpec(KvDtype::kInt8, 8, 8, 128);
+  const KvSpec i4 = MakeSpec(KvDtype::kInt4, 8, 8, 128);
+  // INT8 row: 128 bytes + an f16 scale and bias (group 128) => 132 / 256.
+  EXPECT_EQ(i8.group_size(), 128);
+  EXPECT_EQ(i8.params_per_row(), 2);
+  EXPECT_EQ(i8.block_bytes(), 8u * 2 * 8 * (16 * 128 + 16 * 4));
+  EXPECT_LE(i8.bytes_per_token() / f16.bytes_per_token(), 0.53);  // issue 16's budget at head dim 128
+  // INT4 row: 64 bytes + scale and bias => 68 / 256.
+  EXPECT_EQ(i4.block_bytes(), 8u * 2 * 8 * (16 * 64 + 16 * 4));
+  EXPECT_LE(i4.bytes_per_token() / f16.bytes_per_token(), 0.30);
+  EXPECT_EQ(i8.scales_offset(0, 0), 16u * 128);
 }
 
 TEST(KvSpec, LayeredPrecisionKeepsChosenLayersAndHeads) {
@@ -59,9 +60,9 @@ TEST(KvSpec, LayeredPrecisionKeepsChosenLayersAndHeads) {
   EXPECT_EQ(s->dtype(2, 0), KvDtype::kInt8);
   EXPECT_EQ(s->dtype(2, 1), KvDtype::kF16);
   EXPECT_FALSE(s->is_uniform());
-  // Segments follow each other, each 32-byte aligned: f16 = 16*64 = 1024; int8 = 512 + 32.
+  // Segments follow each other, each 32-byte aligned: f16 = 16*64 = 1024; int8 = 512 + 16*4.
   EXPECT_EQ(s->segment_offset(0, 1, 0), 2048u);
-  EXPECT_EQ(s->segment_offset(1, 0, 1), 4096u + 544u);
+  EXPECT_EQ(s->segment_offset(1, 0, 1), 4096u + 576u);
   EXPECT_EQ(s->Describe(), "int8 (kept: L0,L2:h1), block 16, group 32");
 }
 
