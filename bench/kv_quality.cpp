@@ -23,6 +23,7 @@
 #include "tools/kv_sensitivity/kv_sensitivity.h"
 #include "engine/model_runner.h"
 #include "bench/bench_report.h"
+#include "bench/kv_schemes.h"
 
 namespace kvserve {
 namespace {
@@ -191,8 +192,16 @@ std::string Run() {
     out += Table(**stories, settings, cases, /*golden=*/true);
     out += "\nThe F32-KV greedy run reproduces every golden token (tests/golden), so \"= f32 run\" is also "
            "agreement with the goldens; \"TF top-1 = golden\" is what tests/unit/backend/kv_quant_golden_test "
-           "asserts for INT8 (>= 95 %).\n\nkv-sensitivity for INT4 (used for the layered row):\n\n" +
+           "asserts.\n\nkv-sensitivity for INT4 (used for the layered row):\n\n" +
            note + "\n";
+    std::vector<ScoredText> texts;
+    for (const Case& c : cases) {
+      std::vector<int32_t> all = c.prompt;
+      all.insert(all.end(), c.continuation.begin(), c.continuation.end());
+      texts.push_back({all, c.prompt.size()});
+    }
+    out += "### Candidate schemes on stories260K (simulated in an F32 cache, teacher-forced)\n\n" +
+           CandidateSchemesTable(**stories, texts) + "\n";
   } else {
     out += "stories260K not found under " + shared + "/models: section skipped.\n\n";
   }
@@ -201,8 +210,10 @@ std::string Run() {
   struct Synth {
     std::string spec;
     int layers;
+    bool candidates;
   };
-  for (const Synth& s : {Synth{"synthetic:tiny:f32", 0}, Synth{"synthetic:150m:f16", 0}, Synth{"synthetic:1b:f16", 4}}) {
+  for (const Synth& s : {Synth{"synthetic:tiny:f32", 0, false}, Synth{"synthetic:150m:f16", 0, true},
+                         Synth{"synthetic:1b:f16", 4, false}}) {
     ModelLoadOptions o;
     o.num_layers_override = s.layers;
     auto model = Model::Load(s.spec, o);
@@ -222,6 +233,10 @@ std::string Run() {
                        c.num_kv_heads, c.head_dim, text.size());
     out += Table(**model, settings, {cs}, /*golden=*/false);
     out += "\n" + note + "\n";
+    if (s.candidates) {
+      out += fmt::format("### Candidate schemes on {} (simulated, teacher-forced)\n\n", s.spec) +
+             CandidateSchemesTable(**model, {{text, cs.prompt.size()}}) + "\n";
+    }
   }
   out += "Synthetic models have random weights (normal(0, 0.02)): their next-token distributions are nearly flat, "
          "so their greedy argmax is decided by tiny margins and flips easily; KL and logit errors are the "

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -17,6 +18,12 @@
 #include "engine/backend/forward_batch.h"
 
 namespace kvserve {
+
+// Benchmarks only (bench/kv_quality's candidate quantization schemes; the CPU backend): called
+// after each K (kind 0) or V (kind 1) row is stored in an F32 cache, with that segment's rows
+// [block_size][head_dim] of one (layer, kv head) and the row's offset in the block. It may
+// rewrite rows [0, offset] in place, i.e. quantize-dequantize a scheme under study.
+using KvStoreHook = std::function<void(int kind, float* rows, int offset, int block_size, int head_dim)>;
 
 struct BackendLimits {
   int max_num_tokens = 2048;  // tokens per Forward (scratch buffers are sized for this)

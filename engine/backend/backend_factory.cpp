@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, co
     CpuBackendOptions options;
     options.limits = LimitsFor(config);
     options.num_threads = config.num_threads;
+    options.kv_store_hook = config.kv_store_hook;
     return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(model, options));
   }
   if (config.device == "cuda") {

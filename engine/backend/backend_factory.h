@@ -25,6 +25,7 @@ struct BackendConfig {
                                       // scoring every prompt position needs more)
   int num_threads = 0;                // cpu: compute threads (0: OpenMP's default, all cores)
   int max_model_len = 0;              // cuda: the longest sequence (0: the model's context)
+  KvStoreHook kv_store_hook;          // cpu, benchmarks only (backend.h)
 };
 
 // What a backend must hold in one Forward for an engine of `config`'s budgets.

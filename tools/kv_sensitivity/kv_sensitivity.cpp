@@ -45,7 +45,8 @@ void Softmax(std::span<const float> logits, std::vector<double>* out) {
 
 std::string_view KvSensitivitySampleText() { return kSampleText; }
 
-StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv, std::span<const int32_t> tokens) {
+StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv, std::span<const int32_t> tokens,
+                                                 const KvStoreHook& hook) {
   const ModelConfig& c = model.config();
   kv.num_layers = c.num_layers;
   kv.num_kv_heads = c.num_kv_heads;
@@ -59,6 +60,7 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
   options.max_num_batched_tokens = kChunk;
   options.max_num_seqs = 1;
   options.max_logits = kChunk;  // every position of a chunk is scored
+  options.kv_store_hook = hook;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(options, model));
   RETURN_IF_ERROR(backend->InitKvCache(spec, num_blocks));
   // One sequence in blocks 0..num_blocks-1, so slot == position.

@@ -21,6 +21,7 @@
 
 #include "cache/kv_spec.h"
 #include "common/status.h"
+#include "engine/backend/backend.h"
 #include "engine/model/weights.h"
 
 namespace kvserve {
@@ -63,9 +64,11 @@ std::string FormatKvSensitivityReport(const KvSensitivityReport& report);
 
 // Building blocks (also used by bench/kv_quality):
 // Logits of every position of `tokens` run through the CPU backend with cache layout `kv`
-// (its layers/heads/head_dim are taken from the model), [tokens.size()][vocab].
+// (its layers/heads/head_dim are taken from the model), [tokens.size()][vocab]. `hook`
+// (benchmarks): see KvStoreHook in engine/backend/backend.h; it acts on F32 layers only.
 [[nodiscard]] StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv,
-                                                               std::span<const int32_t> tokens);
+                                                               std::span<const int32_t> tokens,
+                                                               const KvStoreHook& hook = {});
 // Compares row-major [rows][vocab] logits.
 KvErrorStats CompareLogits(std::span<const float> baseline, std::span<const float> other, int vocab);
 

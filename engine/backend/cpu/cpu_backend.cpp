@@ -220,6 +220,9 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
         const float* src = (kind == 0 ? k_.data() : v_.data()) + static_cast<size_t>(t) * config_.kv_dim() + h * hd;
         uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * s.params_per_row();
         EncodeKvRow(d, src, hd, s.group_size(), seg + offset * row_bytes, scales);
+        if (options_.kv_store_hook && d == KvDtype::kF32) {
+          options_.kv_store_hook(kind, reinterpret_cast<float*>(seg), offset, bs, hd);
+        }
       }
     }
   }

@@ -22,6 +22,7 @@ namespace kvserve {
 struct CpuBackendOptions {
   BackendLimits limits;
   int num_threads = 0;  // 0: OpenMP's default (all cores)
+  KvStoreHook kv_store_hook;  // benchmarks only (backend.h); empty in the server
 };
 
 class CpuBackend final : public Backend {
