@@ -308,30 +308,40 @@ const BlockTable& KvCacheManager::table(SeqId seq) const {
 
 int KvCacheManager::num_sequences() const { return static_cast<int>(impl_->seqs.size()); }
 
-int KvCacheManager::PinPrefix(std::span<const int32_t> tokens, std::string_view salt) {
+KvCacheManager::Pin KvCacheManager::PinPrefix(std::span<const int32_t> tokens, std::string_view salt) {
   Impl& m = *impl_;
-  if (!m.config.enable_prefix_caching) return 0;
+  if (!m.config.enable_prefix_caching) return {};
   const int max_blocks = static_cast<int>(tokens.size() / block_size());
-  const std::vector<BlockId> matched = m.MatchPrefix(tokens, salt, max_blocks, nullptr);
+  std::vector<BlockId> matched = m.MatchPrefix(tokens, salt, max_blocks, nullptr);
+  if (matched.empty()) return {};
   for (BlockId b : matched) {
-    if (m.pinned[b]) continue;
-    m.pinned[b] = 1;
-    ++m.num_pinned;
+    if (m.pinned[b]++ == 0) ++m.num_pinned;
     m.pool.Acquire(b);  // a pin is a holder: never on the free list, never evicted
   }
+  const Pin pin{m.next_pin_id++, static_cast<int>(matched.size()) * block_size(), static_cast<int>(matched.size())};
+  m.pins.emplace(pin.id, std::move(matched));
   m.MaybeVerify();
-  return static_cast<int>(matched.size()) * block_size();
+  return pin;
+}
+
+bool KvCacheManager::Unpin(PinId id) {
+  Impl& m = *impl_;
+  auto it = m.pins.find(id);
+  if (it == m.pins.end()) return false;
+  for (BlockId b : it->second) {
+    if (--m.pinned[b] == 0) --m.num_pinned;
+    m.pool.Release(b);
+  }
+  m.pins.erase(it);
+  m.MaybeVerify();
+  return true;
 }
 
 void KvCacheManager::UnpinAll() {
   Impl& m = *impl_;
-  for (BlockId b = 0; b < m.pool.num_blocks(); ++b) {
-    if (!m.pinned[b]) continue;
-    m.pinned[b] = 0;
-    m.pool.Release(b);
-  }
-  m.num_pinned = 0;
-  m.MaybeVerify();
+  while (!m.pins.empty()) Unpin(m.pins.begin()->first);
 }
+
+int KvCacheManager::num_pinned_blocks() const { return impl_->num_pinned; }
 
 }  // namespace kvserve

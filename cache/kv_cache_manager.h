@@ -36,6 +36,8 @@
 
 namespace kvserve {
 
+using PinId = int64_t;  // KvCacheManager::PinPrefix; 0 = none
+
 
 // Switches that only tests set (never production): self-checks and a weak hash.
 struct KvCacheTestHooks {
@@ -134,9 +136,20 @@ class KvCacheManager {
 
   // ---- Pinned prefixes ----
   // Pins the cached full blocks that cover the start of `tokens` under `salt` (e.g. a system
-  // prompt computed by a previous request): they are never evicted. Returns tokens pinned.
-  int PinPrefix(std::span<const int32_t> tokens, std::string_view salt);
+  // prompt computed by a previous request): each pin holds its blocks once, and a block is
+  // never evicted while a pin holds it. Returns the pin (id 0 and no tokens when no block
+  // matched: nothing is pinned).
+  struct Pin {
+    PinId id = 0;
+    int tokens = 0;  // whole blocks of `tokens`
+    int blocks = 0;
+  };
+  Pin PinPrefix(std::span<const int32_t> tokens, std::string_view salt);
+  // Releases pin `id`; false when there is none.
+  bool Unpin(PinId id);
   void UnpinAll();
+  // Distinct blocks held by pins.
+  int num_pinned_blocks() const;
 
   // ---- Host offload tier ----
   // Copies to perform: device block -> host slot (SwapOut) or host slot -> device block

@@ -1,8 +1,9 @@
 // Private to cache/kv_cache_manager*.cpp: the state behind KvCacheManager's pimpl and the
 // helpers its translation units share. Not part of the module's interface.
 //
-// Holders of a device block: the tables that list it plus one for a pin. BlockPool's ref
-// count equals that number; a block with ref 0 is free (cached if it is still indexed).
+// Holders of a device block: the tables that list it plus one per pin that holds it.
+// BlockPool's ref count equals that number; a block with ref 0 is free (cached if it is
+// still indexed).
 #pragma once
 
 #include <array>
@@ -56,8 +57,10 @@ struct KvCacheManager::Impl {
   BlockPool pool;
   PrefixIndex index;
   HostTier host;
-  std::vector<char> pinned;  // [num_blocks]
-  int num_pinned = 0;
+  std::vector<uint16_t> pinned;  // [num_blocks] pins holding the block
+  int num_pinned = 0;            // blocks with pinned > 0
+  std::map<PinId, std::vector<BlockId>> pins;
+  PinId next_pin_id = 1;
   std::unordered_map<SeqId, Seq> seqs;
   std::map<std::string, int64_t> bytes_per_block_by_dtype;
   // Counters.

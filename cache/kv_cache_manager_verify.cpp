@@ -137,11 +137,22 @@ Status KvCacheManager::VerifyIntegrity() const {
       }
     }
   }
+  std::vector<int> pin_holds(n, 0);
+  for (const auto& [id, blocks] : m.pins) {
+    for (BlockId b : blocks) {
+      if (b < 0 || b >= n) return InternalError("pin " + std::to_string(id) + " lists a block out of range");
+      ++pin_holds[b];
+    }
+  }
   int pinned = 0;
   for (BlockId b = 0; b < n; ++b) {
+    if (pin_holds[b] != m.pinned[b]) {
+      return InternalError("block " + std::to_string(b) + " is held by " + std::to_string(pin_holds[b]) +
+                           " pins but counts " + std::to_string(m.pinned[b]));
+    }
     if (m.pinned[b]) {
       ++pinned;
-      ++holders[b];
+      holders[b] += m.pinned[b];
       if (!m.index.indexed(b)) return InternalError("pinned block " + std::to_string(b) + " is not indexed");
     }
     if (holders[b] != m.pool.ref_count(b)) {

@@ -61,6 +61,8 @@ struct EngineConfig {
   int num_blocks = 0;                 // pool size (the planner computes it from memory)
   bool enable_prefix_caching = true;
   int num_host_blocks = 0;            // host offload tier (0: off)
+  // Memory pinned prefixes may hold (Engine::PinPrefix): -1 a quarter of the pool, 0 no pins.
+  int64_t max_pinned_bytes = -1;
   // Chat sessions.
   int chat_window_tokens = 0;         // 0: no sliding window (sessions limited by max_model_len)
   int chat_sink_tokens = 4;
@@ -110,6 +112,21 @@ struct CacheSnapshot {
   EngineStats stats;               // as of the same moment (stats.cache included)
 };
 
+// A prompt prefix whose KV blocks stay in the cache until it is unpinned (Engine::PinPrefix).
+struct PinnedPrefix {
+  std::string id;          // "pin-<n>"
+  std::string tenant;      // who pinned it ("" without API keys)
+  int prompt_tokens = 0;   // tokens of the prompt
+  int pinned_tokens = 0;   // its leading tokens held in whole pinned blocks
+  int64_t bytes = 0;       // pinned blocks x block bytes (blocks shared with other pins count in each)
+  int64_t created = 0;     // unix seconds
+};
+struct PinList {
+  std::vector<PinnedPrefix> pins;  // the caller's, oldest first
+  int64_t pinned_bytes = 0;        // all tenants' distinct pinned blocks
+  int64_t max_pinned_bytes = 0;
+};
+
 class Engine {
  public:
   // Takes the model (kept alive for the engine's life) and a backend built for it; sizes the
@@ -154,6 +171,21 @@ class Engine {
   // The cache's block map and owners, taken on the engine thread between two steps (the
   // caller waits about one step). UNAVAILABLE as for VerifyCacheIntegrity.
   [[nodiscard]] virtual StatusOr<CacheSnapshot> SnapshotCache(double timeout_seconds) = 0;
+
+  // Prefills `request`'s prompt as a request would (its cache_salt, tenant and priority; no
+  // chat session; one token is sampled and dropped) and pins the whole blocks that hold it:
+  // they are never evicted, and requests whose prompts start with those tokens under the same
+  // salt skip that prefill. Blocks the caller until done or `timeout_seconds`. Errors:
+  // FAILED_PRECONDITION (prefix caching or pinning off), INVALID_ARGUMENT (prompt shorter
+  // than one block, a session id), RESOURCE_EXHAUSTED (the pins would hold more than
+  // max_pinned_bytes; queue full), UNAVAILABLE (time limit passed, or the blocks were evicted
+  // before they could be pinned: retry), and Submit's errors.
+  [[nodiscard]] virtual StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds) = 0;
+  // The pins `tenant` made (without API keys every pin has tenant "").
+  [[nodiscard]] virtual StatusOr<PinList> ListPins(const std::string& tenant, double timeout_seconds) = 0;
+  // Releases `tenant`'s pin `id` (its blocks become ordinary cached blocks). NOT_FOUND when
+  // `tenant` has no such pin.
+  [[nodiscard]] virtual Status Unpin(const std::string& tenant, const std::string& id, double timeout_seconds) = 0;
 
   virtual const Model& model() const = 0;
   virtual const EngineConfig& config() const = 0;

@@ -214,22 +214,6 @@ void EngineCore::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-template <typename T>
-StatusOr<T> EngineCore::RunOnEngineThread(std::function<T()> fn, double timeout_seconds) {
-  auto result = std::make_shared<std::promise<T>>();
-  std::future<T> future = result->get_future();
-  {
-    std::lock_guard<std::mutex> lock(intake_mu_);
-    if (stop_ || intake_closed_) return UnavailableError("the engine is stopped");
-    intake_tasks_.push_back([result, fn = std::move(fn)] { result->set_value(fn()); });
-  }
-  intake_cv_.notify_one();
-  if (future.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
-    return UnavailableError("the engine thread did not run the request in time");
-  }
-  return future.get();
-}
-
 Status EngineCore::VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) {
   using Result = std::pair<Status, KvCacheStats>;
   StatusOr<Result> r = RunOnEngineThread<Result>(

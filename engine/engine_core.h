@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -51,6 +52,9 @@ class EngineCore final : public Engine {
   bool AcceptingRequests() const override;
   Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) override;
   StatusOr<CacheSnapshot> SnapshotCache(double timeout_seconds) override;
+  StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds) override;
+  StatusOr<PinList> ListPins(const std::string& tenant, double timeout_seconds) override;
+  Status Unpin(const std::string& tenant, const std::string& id, double timeout_seconds) override;
   const Model& model() const override { return *model_; }
   const EngineConfig& config() const override { return config_; }
 
@@ -66,6 +70,9 @@ class EngineCore final : public Engine {
   template <typename T>
   StatusOr<T> RunOnEngineThread(std::function<T()> fn, double timeout_seconds);
   CacheSnapshot TakeCacheSnapshot() const;
+  // ---- pins (engine_pins.cpp); engine thread ----
+  StatusOr<PinnedPrefix> PinComputedPrompt(const GenerationRequest& request);
+  int64_t max_pinned_bytes() const;
   // One iteration: schedule, execute (byte movements, forward pass), process outputs,
   // publish stats. Returns false when nothing could run (the loop then waits for aborts or
   // new requests instead of spinning).
@@ -118,6 +125,7 @@ class EngineCore final : public Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ChatSessionStore> sessions_;
+  std::map<PinId, PinnedPrefix> pins_;
   std::unique_ptr<OutputProcessor> output_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
   uint64_t next_arrival_ = 0;
@@ -132,5 +140,21 @@ class EngineCore final : public Engine {
 
   std::thread thread_;
 };
+
+template <typename T>
+StatusOr<T> EngineCore::RunOnEngineThread(std::function<T()> fn, double timeout_seconds) {
+  auto result = std::make_shared<std::promise<T>>();
+  std::future<T> future = result->get_future();
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    if (stop_ || intake_closed_) return UnavailableError("the engine is stopped");
+    intake_tasks_.push_back([result, fn = std::move(fn)] { result->set_value(fn()); });
+  }
+  intake_cv_.notify_one();
+  if (future.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
+    return UnavailableError("the engine thread did not run the request in time");
+  }
+  return future.get();
+}
 
 }  // namespace kvserve

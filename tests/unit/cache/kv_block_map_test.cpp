@@ -48,7 +48,7 @@ TEST(KvBlockMapTest, EachBlockHasItsStateHolderAndFill) {
   Prefill(m, 3, Range(100, 4));  // block 4, published
   m.Free(3);                      // -> cached
   Prefill(m, 5, Range(200, 8));  // blocks 5 6
-  ASSERT_EQ(m.PinPrefix(Range(200, 8), ""), 8);
+  ASSERT_EQ(m.PinPrefix(Range(200, 8), "").tokens, 8);
   m.Free(5);  // 5 6 stay, pinned
 
   const KvBlockMap map = m.BlockMap();

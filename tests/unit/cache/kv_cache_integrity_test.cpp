@@ -61,6 +61,7 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
   const std::vector<std::vector<int32_t>> bases = {
       {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {1, 2, 3, 4, 9, 9, 9, 9}, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13}};
   const WindowPolicy window = WindowPolicy::Sliding(12, 4);
+  std::vector<PinId> pins;
   SeqId next_id = 1;
 
   // Writes `seq`'s tokens at positions [from, to) into the shadow, then commits.
@@ -171,9 +172,14 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
         std::copy_n(shadow.host.begin() + slot * kBlock, kBlock, shadow.device.begin() + b * kBlock);
       }
     } else if (op < 99) {
-      m.PinPrefix(bases[pick(3)], "");
+      if (const PinId id = m.PinPrefix(bases[pick(3)], "").id; id != 0) pins.push_back(id);
+    } else if (!pins.empty() && pick(2) == 0) {
+      const size_t i = pick(static_cast<int>(pins.size()));
+      ASSERT_TRUE(m.Unpin(pins[i]));
+      pins.erase(pins.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       m.UnpinAll();
+      pins.clear();
     }
 
     ASSERT_TRUE(m.VerifyIntegrity().ok()) << "step " << step << ": " << m.VerifyIntegrity().ToString();

@@ -212,7 +212,7 @@ TEST(KvCacheStats, EveryBlockInExactlyOneStateAndBytesByDtype) {
   const auto p = Range(1, 9);
   ASSERT_TRUE(m.AllocateSlots(1, 9).has_value());  // 0 1 2
   m.CommitComputed(1, p, 9, "");
-  EXPECT_EQ(m.PinPrefix(p, ""), 8);
+  EXPECT_EQ(m.PinPrefix(p, "").tokens, 8);
   ASSERT_TRUE(m.AllocateSlots(2, 4).has_value());  // 3
   ASSERT_TRUE(m.AllocateSlots(3, 4).has_value());  // 4
   m.CommitComputed(3, Range(70, 4), 4, "");

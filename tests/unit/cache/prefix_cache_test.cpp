@@ -207,8 +207,19 @@ TEST(PrefixCache, PinnedPrefixSurvivesPressure) {
   KvCacheManager m(SmallSpec(), Config(6));
   const auto system = Range(200, 9);
   Prefill(m, 1, system);
-  EXPECT_EQ(m.PinPrefix(system, ""), 8);
-  EXPECT_EQ(m.PinPrefix(system, ""), 8);  // idempotent
+  const KvCacheManager::Pin first = m.PinPrefix(system, "");
+  EXPECT_EQ(first.tokens, 8);
+  EXPECT_EQ(first.blocks, 2);
+  // A second pin of the same prefix holds the same blocks once more; releasing one keeps them.
+  const KvCacheManager::Pin second = m.PinPrefix(system, "");
+  EXPECT_EQ(second.tokens, 8);
+  EXPECT_NE(second.id, first.id);
+  EXPECT_EQ(m.num_pinned_blocks(), 2);
+  EXPECT_TRUE(m.Unpin(second.id));
+  EXPECT_FALSE(m.Unpin(second.id));
+  EXPECT_EQ(m.num_pinned_blocks(), 2);
+  EXPECT_EQ(m.PinPrefix(Range(900, 9), "").id, 0);  // nothing cached: no pin
+  EXPECT_EQ(m.PinPrefix(system, "other salt").tokens, 0);
   m.Free(1);
   KvCacheStats st = m.stats();
   EXPECT_EQ(st.pinned_blocks, 2);
@@ -236,7 +247,7 @@ TEST(PrefixCache, DisabledCachingNeverShares) {
   int hit = -1;
   EXPECT_EQ(Prefill(m, 2, p, "", &hit), (std::vector<BlockId>{3, 4, 5}));
   EXPECT_EQ(hit, 0);
-  EXPECT_EQ(m.PinPrefix(p, ""), 0);
+  EXPECT_EQ(m.PinPrefix(p, "").tokens, 0);
   EXPECT_EQ(m.stats().prefix_queries, 0);
 }
 
