@@ -130,6 +130,10 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("--host-offload-memory", f->host_offload_memory,
                   "Host-memory KV tier for swapped and idle sessions, e.g. 4GiB (0 = off)")
       ->transform(CLI::AsSizeValue(false));
+  app->add_option("--max-pinned-memory", f->max_pinned_memory,
+                  "KV memory pinned prefixes (/v1/cache/pins) may hold, e.g. 1GiB (default: a quarter of the KV "
+                  "cache; 0 = pinning off)")
+      ->transform(CLI::AsSizeValue(false));
   app->add_option("--chat-window", f->chat_window,
                   "Sliding window (tokens) of server-side chat sessions (0 = sessions end at max-model-len)")
       ->check(CLI::Range(0, 1 << 24));
@@ -195,6 +199,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   c.num_blocks = static_cast<int>(blocks);
   max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * f.block_size));
   c.max_model_len = max_len;
+  c.max_pinned_bytes = f.max_pinned_memory;
   c.num_host_blocks = static_cast<int>(std::min<int64_t>(
       NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(f.host_offload_memory, INT64_MAX))), 1 << 30));
   plan.kv_bytes = blocks * plan.block_bytes;

@@ -47,6 +47,7 @@ struct EngineFlags {
   int max_queued_requests = 1024;
   bool prefix_caching = true;
   uint64_t host_offload_memory = 0;   // bytes; 0: no host tier
+  int64_t max_pinned_memory = -1;     // bytes pinned prefixes may hold; -1: a quarter of the KV cache
   int chat_window = 0;                // tokens; 0: sessions are not windowed
   int chat_sinks = 4;
   double session_ttl = 600;

@@ -96,6 +96,37 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
   return true;
 }
 
+bool RequestBuilder::BuildPin(const GenerationInput& input, const Caller& caller, GenerationRequest* out,
+                              ApiError* error) {
+  GenerationInput in = input;
+  if (in.kind == ApiKind::kChat) {
+    if (ctx_->loading || ctx_->engine == nullptr) {
+      *error = ApiError{UnavailableError("the model is loading; retry shortly"), "", "service_unavailable", 0};
+      return false;
+    }
+    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/false);
+    if (!rendered.ok()) {
+      *error = ApiError{rendered.status(), "messages", "", 0};
+      return false;
+    }
+    in.kind = ApiKind::kCompletion;
+    in.messages.clear();
+    in.prompts = {PromptInput{true, "", std::move(rendered->tokens)}};
+  }
+  if (in.prompts.size() > 1) {
+    *error = InvalidField("prompt", "a pin takes one prompt, not a batch");
+    return false;
+  }
+  in.n = 1;
+  in.echo = false;
+  in.max_tokens = 1;
+  std::vector<GenerationRequest> requests;
+  std::vector<std::string> echo;
+  if (!Build(in, caller, &requests, &echo, error)) return false;
+  *out = std::move(requests.front());
+  return true;
+}
+
 bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std::vector<GenerationRequest>* requests,
                            std::vector<std::string>* echo, ApiError* error) {
   if (ctx_->loading || ctx_->engine == nullptr) {

@@ -93,6 +93,12 @@ class RequestBuilder {
   [[nodiscard]] bool Submit(const GenerationInput& input, const Caller& caller, SubmittedRequests* out,
                             ApiError* error);
 
+  // The engine request that pins `input`'s prompt (Engine::PinPrefix): one prompt (text or
+  // ids), or chat messages rendered without the generation prompt (so that a later
+  // conversation starting with them begins with the same tokens); salt and tenant as Submit.
+  [[nodiscard]] bool BuildPin(const GenerationInput& input, const Caller& caller, GenerationRequest* out,
+                              ApiError* error);
+
   // The chat template's rendering and tokens (tokenize endpoints). INVALID_ARGUMENT for
   // messages the template refuses.
   [[nodiscard]] StatusOr<RenderedPrompt> RenderChat(const std::vector<ChatMessage>& messages,

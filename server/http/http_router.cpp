@@ -16,7 +16,7 @@ namespace {
 
 enum class Route {
   kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache,
-  kConsole, kCacheBlocks
+  kConsole, kCacheBlocks, kPins, kPin
 };
 
 // Who may call a route without a key.
@@ -28,12 +28,13 @@ enum class Access {
 
 struct RouteSpec {
   Route route;
-  const char* method;
+  std::string_view methods;  // allowed, ", "-separated
   Access access = Access::kKey;
   bool waits_for_engine = false;  // blocks about one engine step: handled on a worker thread
 };
 
 constexpr char kModelsPrefix[] = "/v1/models/";
+constexpr std::string_view kPinsPath = "/v1/cache/pins";
 
 std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST"};
@@ -51,8 +52,21 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/v1/cache/blocks") {
     return RouteSpec{Route::kCacheBlocks, "GET", Access::kKey, /*waits_for_engine=*/true};
   }
+  if (path == kPinsPath) return RouteSpec{Route::kPins, "GET, POST", Access::kKey, /*waits_for_engine=*/true};
+  if (path.starts_with(kPinsPath) && path.size() > kPinsPath.size() + 1 && path[kPinsPath.size()] == '/') {
+    return RouteSpec{Route::kPin, "DELETE", Access::kKey, /*waits_for_engine=*/true};
+  }
   if (path == "/") return RouteSpec{Route::kConsole, "GET", Access::kOpen};
   return std::nullopt;
+}
+
+bool MethodAllowed(std::string_view methods, std::string_view method) {
+  for (size_t start = 0; start < methods.size();) {
+    const size_t end = std::min(methods.find(", ", start), methods.size());
+    if (methods.substr(start, end - start) == method) return true;
+    start = end + 2;
+  }
+  return false;
 }
 
 // The path of a request target ("/v1/models?x=1" -> "/v1/models").
@@ -96,7 +110,9 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     result.reply = Error(NotFoundError(fmt::format("unknown route: {} {}", request.method, path)), "unknown_url");
     return result;
   }
-  result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}") : std::string(path);
+  result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}")
+                 : spec->route == Route::kPin ? std::string(kPinsPath) + "/{id}"
+                                              : std::string(path);
   const bool observability = spec->access == Access::kObservability;
   result.quiet = observability;
 
@@ -111,12 +127,12 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     result.reply = std::move(reply);
     return result;
   }
-  if (request.method != spec->method) {
+  if (!MethodAllowed(spec->methods, request.method)) {
     HttpReply reply = Error(InvalidArgumentError(fmt::format("method {} is not allowed for {} (use {})",
-                                                             request.method, path, spec->method)),
+                                                             request.method, path, spec->methods)),
                             "method_not_allowed");
     reply.status = 405;
-    reply.headers.emplace_back("Allow", spec->method);
+    reply.headers.emplace_back("Allow", std::string(spec->methods));
     result.reply = std::move(reply);
     return result;
   }
@@ -206,6 +222,10 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
       result.reply = std::move(reply);
       return result;
     }
+    case Route::kPins:
+    case Route::kPin:
+      result.reply = Pins(request, path.substr(std::min(path.size(), kPinsPath.size() + 1)), tenant.value_or(""));
+      return result;
     case Route::kDetokenize: {
       std::vector<int32_t> tokens;
       ApiError error;

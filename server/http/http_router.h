@@ -65,6 +65,8 @@ class HttpRouter {
  private:
   Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);
   HttpReply Tokenize(const HttpRequestInfo& request);
+  // /v1/cache/pins (GET lists, POST pins) and /v1/cache/pins/{id} (DELETE); http_pins.cpp.
+  HttpReply Pins(const HttpRequestInfo& request, std::string_view pin_id, const std::string& tenant);
   std::string NextId(ApiKind kind);
 
   ServerContext* ctx_;
