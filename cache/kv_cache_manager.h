@@ -38,7 +38,6 @@ namespace kvserve {
 
 using PinId = int64_t;  // KvCacheManager::PinPrefix; 0 = none
 
-
 // Switches that only tests set (never production): self-checks and a weak hash.
 struct KvCacheTestHooks {
   // CHECK VerifyIntegrity() at the end of every operation that changes state.

@@ -5,12 +5,13 @@
 // `block_size` consecutive token positions of one sequence for every layer. Inside a block,
 // one *segment* per (layer, K|V, kv_head), in that order, each 32-byte aligned:
 //
-//   segment = data  [block_size][row_bytes]       row = head_dim values of one token
+//   segment = data  [block_size][row_bytes]          row = head_dim values of one token
 //             scales[block_size][groups_per_row][2]  f16 {scale, bias}, quantized dtypes only
 //
 // A quantized row is split into groups of `group_size` consecutive values (inside one head);
-// each group has an f16 scale and an f16 bias (asymmetric INT8 / INT4, cache/kv_codec.h). Every (layer, head) may have its own
-// dtype ("layered precision"). Immutable value type; thread-safe.
+// each group has an f16 scale and an f16 bias (asymmetric INT8 / INT4, cache/kv_codec.h).
+// Every (layer, head) may have its own dtype ("layered precision"). Immutable value type;
+// thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,4 @@
-// HttpRouter::Pins: pinned prefixes over HTTP (an extension, like vLLM's and llama.cpp's
-// cache endpoints):
+// HttpRouter::Pins: pinned prefixes over HTTP (an extension of the OpenAI API):
 //
 //   POST   /v1/cache/pins       {"prompt": text | [ids]} or {"messages": [...]}, optional
 //                                "model", "cache_salt", "priority" -> 200 the pin
@@ -9,7 +8,8 @@
 //
 // A pin: {"id", "object": "cache.pin", "created", "prompt_tokens", "pinned_tokens", "bytes"}.
 // The body is read as a completions (prompt) or chat (messages) request; sampling fields are
-// ignored. Pins belong to the caller's API key.
+// ignored. Pins belong to the caller's API key. A client that goes away while its prompt is
+// prefilled does not cancel the pin: it appears in GET and can be deleted.
 #include <nlohmann/json.hpp>
 
 #include "server/http/http_router.h"

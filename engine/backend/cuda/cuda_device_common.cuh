@@ -55,7 +55,9 @@ __device__ __forceinline__ int KvRowBytes(int dtype, int head_dim) {
 __device__ __forceinline__ float LoadHalfBytes(const uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<uint16_t>(p[0] | (p[1] << 8))));
 }
-__device__ __forceinline__ float LoadScale(const uint8_t* params, int group) { return LoadHalfBytes(params + 4 * group); }
+__device__ __forceinline__ float LoadScale(const uint8_t* params, int group) {
+  return LoadHalfBytes(params + 4 * group);
+}
 __device__ __forceinline__ float LoadBias(const uint8_t* params, int group) {
   return LoadHalfBytes(params + 4 * group + 2);
 }
