@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { MODEL, MODEL_ID, metric, metrics, postJson, startServer } from './lib/server.mjs';
+import { MODEL, MODEL_ID, metric, metrics, pollUntil, postJson, startServer } from './lib/server.mjs';
 
 const K1 = 'sk-tenant-one-0123456789';
 const K2 = 'sk-tenant-two-9876543210';
@@ -70,22 +70,32 @@ describe('security', () => {
   });
 
   test('cache_salt isolation: different salts share nothing, the same salt shares', async () => {
-    const hits = async () => metric(await metrics(server.url), 'kvserve_prefix_cache_hits_total');
-    const h0 = await hits();
+    // The engine publishes its counters after the step that answered a request, so /metrics
+    // may lag the response: wait until it has counted the lookups of the requests sent so far.
+    const counters = async () => {
+      const m = await metrics(server.url);
+      return { hits: metric(m, 'kvserve_prefix_cache_hits_total'),
+               queries: metric(m, 'kvserve_prefix_cache_queries_total') };
+    };
+    const c0 = await counters();
+    const hitsAfter = async (requests) => (await pollUntil(async () => {
+      const c = await counters();
+      return c.queries >= c0.queries + requests ? c : null;
+    }, { timeoutMs: 5000, what: `${requests} prefix-cache lookups in /metrics` })).hits;
     const a1 = await complete(K1, { prompt: LONG, cache_salt: 'salt-a' });
     assert.equal(a1.status, 200, a1.text);
     assert.equal(a1.json.usage.prompt_tokens_details.cached_tokens, 0);
     const b = await complete(K1, { prompt: LONG, cache_salt: 'salt-b' });
     assert.equal(b.json.usage.prompt_tokens_details.cached_tokens, 0, 'salt-b reused salt-a blocks');
-    assert.equal(await hits(), h0, 'a prefix-cache hit across salts');
+    assert.equal(await hitsAfter(2), c0.hits, 'a prefix-cache hit across salts');
     assert.equal(b.json.choices[0].text, a1.json.choices[0].text);
     const other = await complete(K2, { prompt: LONG, cache_salt: 'salt-a' });
     assert.equal(other.json.usage.prompt_tokens_details.cached_tokens, 0, 'another key reused salt-a blocks');
-    assert.equal(await hits(), h0);
+    assert.equal(await hitsAfter(3), c0.hits);
     const a2 = await complete(K1, { prompt: LONG, cache_salt: 'salt-a' });
     const cached = a2.json.usage.prompt_tokens_details.cached_tokens;
     assert.ok(cached >= 32, `the same salt shared only ${cached} tokens`);
-    assert.equal(await hits(), h0 + 1);
+    assert.equal(await hitsAfter(4), c0.hits + 1);
     assert.equal(a2.json.choices[0].text, a1.json.choices[0].text);
     console.log(`cache_salt: prompt ${a1.json.usage.prompt_tokens} tokens; cached tokens: other salt 0, other key 0, ` +
                 `same salt ${cached}`);
