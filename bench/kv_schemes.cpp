@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/kv_codec.h"
 #include "common/check.h"
 #include "common/fp16.h"
 #include "tools/kv_sensitivity/kv_sensitivity.h"
@@ -42,7 +43,8 @@ constexpr Candidate kCandidates[] = {
 
 float RoundF16(float x) { return F16ToF32(F32ToF16(x)); }
 
-// Quantize-dequantize n values x[0], x[stride], ... with f16 scale (and bias).
+// Quantize-dequantize n values x[0], x[stride], ... with an f16 scale (and bias): the
+// symmetric scheme kvserve had before, and per-channel groups (a stride through a block).
 void FakeQuantize(float* x, int n, int stride, int bits, bool asymmetric) {
   float lo = x[0], hi = x[0], amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -85,15 +87,29 @@ void Hadamard(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= s;
 }
 
+// Per-token asymmetric groups are what the cache stores: run the row through the real codec
+// (cache/kv_codec.h), one group per row.
+void CodecRoundTrip(float* row, int hd, int bits) {
+  const KvDtype d = bits == 8 ? KvDtype::kInt8 : KvDtype::kInt4;
+  std::vector<uint8_t> data(KvRowDataBytes(d, hd));
+  uint16_t params[kKvParamsPerGroup];
+  EncodeKvRow(d, row, hd, hd, data.data(), params);
+  DecodeKvRow(d, data.data(), params, hd, hd, row);
+}
+
 void Apply(Mode mode, int bits, float* rows, int offset, int block_size, int hd) {
   float* row = rows + static_cast<size_t>(offset) * hd;
   switch (mode) {
-    case Mode::kTokenSym:
-    case Mode::kTokenAsym: FakeQuantize(row, hd, 1, bits, mode == Mode::kTokenAsym); return;
+    case Mode::kTokenSym: FakeQuantize(row, hd, 1, bits, /*asymmetric=*/false); return;
+    case Mode::kTokenAsym: CodecRoundTrip(row, hd, bits); return;
     case Mode::kHadamardSym:
     case Mode::kHadamardAsym:
       Hadamard(row, hd);
-      FakeQuantize(row, hd, 1, bits, mode == Mode::kHadamardAsym);
+      if (mode == Mode::kHadamardAsym) {
+        CodecRoundTrip(row, hd, bits);
+      } else {
+        FakeQuantize(row, hd, 1, bits, /*asymmetric=*/false);
+      }
       Hadamard(row, hd);
       return;
     case Mode::kAnchor:
