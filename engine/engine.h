@@ -179,8 +179,10 @@ class Engine {
   // FAILED_PRECONDITION (prefix caching or pinning off), INVALID_ARGUMENT (prompt shorter
   // than one block, a session id), RESOURCE_EXHAUSTED (the pins would hold more than
   // max_pinned_bytes; queue full), UNAVAILABLE (time limit passed, or the blocks were evicted
-  // before they could be pinned: retry), and Submit's errors.
-  [[nodiscard]] virtual StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds) = 0;
+  // before they could be pinned: retry), CANCELLED (`cancelled`, polled every 100 ms while the
+  // prompt is prefilled, returned true: the prefill is aborted), and Submit's errors.
+  [[nodiscard]] virtual StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds,
+                                                         std::function<bool()> cancelled = nullptr) = 0;
   // The pins `tenant` made (without API keys every pin has tenant "").
   [[nodiscard]] virtual StatusOr<PinList> ListPins(const std::string& tenant, double timeout_seconds) = 0;
   // Releases `tenant`'s pin `id` (its blocks become ordinary cached blocks). NOT_FOUND when

@@ -52,7 +52,8 @@ class EngineCore final : public Engine {
   bool AcceptingRequests() const override;
   Status VerifyCacheIntegrity(double timeout_seconds, KvCacheStats* stats) override;
   StatusOr<CacheSnapshot> SnapshotCache(double timeout_seconds) override;
-  StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds) override;
+  StatusOr<PinnedPrefix> PinPrefix(GenerationRequest request, double timeout_seconds,
+                                   std::function<bool()> cancelled) override;
   StatusOr<PinList> ListPins(const std::string& tenant, double timeout_seconds) override;
   Status Unpin(const std::string& tenant, const std::string& id, double timeout_seconds) override;
   const Model& model() const override { return *model_; }

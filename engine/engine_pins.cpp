@@ -2,6 +2,7 @@
 // is prefilled by an ordinary request that samples one token (max_tokens 0 would finish it
 // without a step), whose full blocks land in the prefix cache when it finishes; the engine thread then pins them (KvCacheManager::PinPrefix)
 // and keeps the pin's description. Pin ids are "pin-<cache pin id>".
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 
@@ -13,6 +14,7 @@ namespace kvserve {
 namespace {
 
 constexpr std::string_view kPinIdPrefix = "pin-";
+constexpr std::chrono::milliseconds kCancelPoll{100};
 
 int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -35,7 +37,8 @@ int64_t EngineCore::max_pinned_bytes() const {
   return static_cast<int64_t>(cache_->spec().block_bytes()) * config_.num_blocks / 4;
 }
 
-StatusOr<PinnedPrefix> EngineCore::PinPrefix(GenerationRequest request, double timeout_seconds) {
+StatusOr<PinnedPrefix> EngineCore::PinPrefix(GenerationRequest request, double timeout_seconds,
+                                             std::function<bool()> cancelled) {
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   if (!config_.enable_prefix_caching) {
@@ -63,7 +66,12 @@ StatusOr<PinnedPrefix> EngineCore::PinPrefix(GenerationRequest request, double t
       Abort(stream->id());
       return UnavailableError("the prompt was not prefilled within the pin request's time limit");
     }
-    if (!stream->Next(&deltas, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now))) break;
+    if (cancelled && cancelled()) {
+      Abort(stream->id());
+      return CancelledError("the pin request was cancelled while its prompt was prefilled");
+    }
+    const auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), kCancelPoll);
+    if (!stream->Next(&deltas, wait)) break;
     deltas.clear();
   }
   RETURN_IF_ERROR(stream->status());

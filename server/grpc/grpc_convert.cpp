@@ -88,6 +88,33 @@ GenerationInput ToGenerationInput(const v1::ChatRequest& in) {
   return r;
 }
 
+StatusOr<GenerationInput> ToGenerationInput(const v1::CreatePinRequest& in) {
+  const int given = !in.prompt().empty() + (in.prompt_tokens_size() > 0) + (in.messages_size() > 0);
+  if (given != 1) return InvalidArgumentError("set exactly one of prompt, prompt_tokens and messages");
+  if (in.options().n() > 1) return InvalidArgumentError("options.n: a pin has one prompt and no choices");
+  if (!in.options().session_id().empty()) return InvalidArgumentError("options.session_id: a pin cannot belong to a chat session");
+  GenerationInput r;
+  if (in.messages_size() > 0) {
+    r.kind = ApiKind::kChat;
+    r.messages = ToChatMessages(in.messages());
+  } else {
+    PromptInput& prompt = r.prompts.emplace_back();
+    prompt.is_tokens = in.prompt_tokens_size() > 0;
+    prompt.text = in.prompt();
+    prompt.tokens.assign(in.prompt_tokens().begin(), in.prompt_tokens().end());
+  }
+  FillOptions(in.options(), &r);
+  return r;
+}
+
+void FillPin(const PinnedPrefix& in, v1::Pin* out) {
+  out->set_id(in.id);
+  out->set_prompt_tokens(in.prompt_tokens);
+  out->set_pinned_tokens(in.pinned_tokens);
+  out->set_bytes(in.bytes);
+  out->set_created(in.created);
+}
+
 namespace {
 
 // Appends a delta's output to a v1::Choice or v1::ChoiceDelta (same fields).

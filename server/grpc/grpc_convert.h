@@ -20,6 +20,10 @@ namespace kvserve {
 // INVALID_ARGUMENT: neither or both of prompt and prompt_tokens.
 [[nodiscard]] StatusOr<GenerationInput> ToGenerationInput(const v1::GenerateRequest& in);
 [[nodiscard]] GenerationInput ToGenerationInput(const v1::ChatRequest& in);
+// The prompt a CreatePin names (BuildPin's input). INVALID_ARGUMENT: not exactly one of
+// prompt, prompt_tokens and messages, or n / session_id set.
+[[nodiscard]] StatusOr<GenerationInput> ToGenerationInput(const v1::CreatePinRequest& in);
+void FillPin(const PinnedPrefix& in, v1::Pin* out);
 std::vector<ChatMessage> ToChatMessages(const google::protobuf::RepeatedPtrField<v1::ChatMessage>& in);
 
 v1::FinishReason ToProto(FinishReason reason);

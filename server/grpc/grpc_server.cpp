@@ -12,7 +12,8 @@
 // model, session merged with the `x-session-id` metadata, template, tenant isolation,
 // limits, rejection accounting) and hand the RequestStream to a reactor (grpc_reactors).
 // Tokenize, Detokenize and GetModelInfo answer inline on gRPC's thread once the model is
-// loaded.
+// loaded; the pin methods (CreatePin, ListPins, DeletePin: Engine::PinPrefix and friends)
+// block, so they answer from two threads of the service's own.
 //
 // Health: SERVING for "" and "kvserve.v1.Generation" while ServerContext::Ready(), else
 // NOT_SERVING; a watcher thread re-reads readiness every 100 ms. Shutdown() marks both
@@ -48,11 +49,16 @@ namespace {
 
 constexpr char kServiceName[] = "kvserve.v1.Generation";
 
+// Long prompts take a while to prefill on a busy server.
+constexpr double kPinTimeoutSeconds = 600;
+constexpr double kPinListTimeoutSeconds = 10;
+
 using GenerationServiceBase = v1::Generation::WithRawCallbackMethod_Generate<
     v1::Generation::WithRawCallbackMethod_GenerateStream<v1::Generation::WithRawCallbackMethod_Chat<
         v1::Generation::WithRawCallbackMethod_ChatStream<v1::Generation::WithRawCallbackMethod_Tokenize<
-            v1::Generation::WithRawCallbackMethod_Detokenize<
-                v1::Generation::WithCallbackMethod_GetModelInfo<v1::Generation::Service>>>>>>>;
+            v1::Generation::WithRawCallbackMethod_Detokenize<v1::Generation::WithCallbackMethod_GetModelInfo<
+                v1::Generation::WithRawCallbackMethod_CreatePin<v1::Generation::WithRawCallbackMethod_ListPins<
+                    v1::Generation::WithRawCallbackMethod_DeletePin<v1::Generation::Service>>>>>>>>>>;
 using StreamReactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
 
 // A write reactor that only finishes (a refused streaming call); deletes itself when done.
@@ -86,8 +92,9 @@ class GenerationService final : public GenerationServiceBase {
 
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
                                      grpc::ByteBuffer* response_bytes) override {
-    return Inline<v1::TokenizeRequest, v1::TokenizeResponse>(
-        call, *request_bytes, response_bytes, [&](const v1::TokenizeRequest& request, v1::TokenizeResponse* response) {
+    return Answer<v1::TokenizeRequest, v1::TokenizeResponse>(
+        call, *request_bytes, response_bytes, nullptr,
+        [&](const std::string&, const v1::TokenizeRequest& request, v1::TokenizeResponse* response) {
           RETURN_IF_ERROR(builder_.CheckModel(request.model()));
           std::vector<int32_t> ids;
           if (request.messages_size() > 0) {
@@ -106,9 +113,9 @@ class GenerationService final : public GenerationServiceBase {
 
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
                                        grpc::ByteBuffer* response_bytes) override {
-    return Inline<v1::DetokenizeRequest, v1::DetokenizeResponse>(
-        call, *request_bytes, response_bytes,
-        [&](const v1::DetokenizeRequest& request, v1::DetokenizeResponse* response) -> Status {
+    return Answer<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+        call, *request_bytes, response_bytes, nullptr,
+        [&](const std::string&, const v1::DetokenizeRequest& request, v1::DetokenizeResponse* response) -> Status {
           RETURN_IF_ERROR(builder_.CheckModel(request.model()));
           const Tokenizer& tok = ctx_->engine->model().tokenizer();
           for (int i = 0; i < request.token_ids_size(); ++i) {
@@ -149,7 +156,55 @@ class GenerationService final : public GenerationServiceBase {
     return reactor;
   }
 
+  // Pins block for a prefill (CreatePin) or an engine step (ListPins, DeletePin), so they run
+  // on the service's own threads, not gRPC's; CreatePin polls the call's cancellation.
+  grpc::ServerUnaryReactor* CreatePin(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                      grpc::ByteBuffer* response_bytes) override {
+    return Answer<v1::CreatePinRequest, v1::Pin>(
+        call, *request_bytes, response_bytes, &pin_worker_,
+        [this, call](const std::string& tenant, const v1::CreatePinRequest& request, v1::Pin* response) -> Status {
+          ASSIGN_OR_RETURN(GenerationInput input, ToGenerationInput(request));
+          GenerationRequest pin_request;
+          ApiError error;
+          if (!builder_.BuildPin(input, Caller{tenant, SessionHeader(call)}, &pin_request, &error)) {
+            return error.status;
+          }
+          ASSIGN_OR_RETURN(PinnedPrefix pin, ctx_->engine->PinPrefix(std::move(pin_request), kPinTimeoutSeconds,
+                                                                      [call] { return call->IsCancelled(); }));
+          FillPin(pin, response);
+          return OkStatus();
+        });
+  }
+
+  grpc::ServerUnaryReactor* ListPins(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) override {
+    return Answer<v1::ListPinsRequest, v1::ListPinsResponse>(
+        call, *request_bytes, response_bytes, &pin_admin_,
+        [this](const std::string& tenant, const v1::ListPinsRequest&, v1::ListPinsResponse* response) -> Status {
+          ASSIGN_OR_RETURN(PinList list, ctx_->engine->ListPins(tenant, kPinListTimeoutSeconds));
+          for (const PinnedPrefix& pin : list.pins) FillPin(pin, response->add_pins());
+          response->set_pinned_bytes(list.pinned_bytes);
+          response->set_max_pinned_bytes(list.max_pinned_bytes);
+          return OkStatus();
+        });
+  }
+
+  grpc::ServerUnaryReactor* DeletePin(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                      grpc::ByteBuffer* response_bytes) override {
+    return Answer<v1::DeletePinRequest, v1::DeletePinResponse>(
+        call, *request_bytes, response_bytes, &pin_admin_,
+        [this](const std::string& tenant, const v1::DeletePinRequest& request, v1::DeletePinResponse*) {
+          return ctx_->engine->Unpin(tenant, request.id(), kPinListTimeoutSeconds);
+        });
+  }
+
  private:
+  static std::string SessionHeader(grpc::CallbackServerContext* call) {
+    const auto& metadata = call->client_metadata();
+    auto it = metadata.find(std::string(kSessionHeader));
+    return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  }
+
   // The caller's tenant, or UNAUTHENTICATED.
   Status Authenticate(grpc::CallbackServerContext* call, std::string* tenant) const {
     std::string_view authorization;
@@ -184,10 +239,7 @@ class GenerationService final : public GenerationServiceBase {
       ctx_->CountRejected();
       return input.status();
     }
-    const auto& metadata = call->client_metadata();
-    if (auto it = metadata.find(std::string(kSessionHeader)); it != metadata.end()) {
-      caller.session_header.assign(it->second.data(), it->second.size());
-    }
+    caller.session_header = SessionHeader(call);
     SubmittedRequests submitted;
     ApiError error;
     if (!builder_.Submit(*input, caller, &submitted, &error)) return error.status;
@@ -232,11 +284,12 @@ class GenerationService final : public GenerationServiceBase {
     return GenerationStreamReactor::Start(std::move(info), std::move(stream).value());
   }
 
-  // Authenticates, decodes, runs `work` on this thread once the model is loaded, and encodes
-  // its response.
+  // Authenticates, decodes and, once the model is loaded, runs `work(tenant, request,
+  // &response)` and answers with its response or status: on this thread, or on `worker`'s
+  // when given (work that may block). `work` must then not capture by reference.
   template <typename Request, typename Response, typename Work>
-  grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes,
-                                   grpc::ByteBuffer* response_bytes, Work work) {
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes,
+                                   grpc::ByteBuffer* response_bytes, ReactorExecutor* worker, Work work) {
     grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
     std::string tenant;
     Status status = Authenticate(call, &tenant);
@@ -250,10 +303,17 @@ class GenerationService final : public GenerationServiceBase {
       reactor->Finish(parsed);
       return reactor;
     }
-    Response response;
-    status = work(request, &response);
-    if (status.ok()) SerializeMessage(response, response_bytes);
-    reactor->Finish(ToGrpcStatus(status));
+    auto answer = [reactor, response_bytes, tenant = std::move(tenant), request = std::move(request), work] {
+      Response response;
+      const Status done = work(tenant, request, &response);
+      if (done.ok()) SerializeMessage(response, response_bytes);
+      reactor->Finish(ToGrpcStatus(done));
+    };
+    if (worker == nullptr) {
+      answer();
+    } else {
+      worker->Post(std::move(answer));
+    }
     return reactor;
   }
 
@@ -263,6 +323,11 @@ class GenerationService final : public GenerationServiceBase {
   // Reactors react to engine output on its thread (grpc_reactors.h); they hold weak
   // references, so it goes with the service, after the server has shut down.
   const std::shared_ptr<ReactorExecutor> executor_ = std::make_shared<ReactorExecutor>();
+  // Pin calls (their tasks finish their calls, so the server's shutdown waits for them and
+  // cancels them: none is left when these threads are joined). Creation has its own thread
+  // so that a long prefill does not hold up listing or deleting pins.
+  ReactorExecutor pin_worker_;
+  ReactorExecutor pin_admin_;
 };
 
 class GrpcServerImpl final : public GrpcServer {

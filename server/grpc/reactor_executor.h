@@ -3,6 +3,7 @@
 // (draining the stream, building and serializing the message, StartWrite or Finish) takes
 // the reactor's mutex, which gRPC's threads hold while they run the reactor's own reactions.
 // So the listener only posts the reactor here, and this thread does that work.
+// The pin methods use instances of their own as worker threads for calls that block.
 //
 // Posting never waits for a task to run; tasks run one at a time in posting order. Tasks
 // still queued when the executor is destroyed are dropped (by then the gRPC server has shut

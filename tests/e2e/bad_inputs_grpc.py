@@ -33,7 +33,9 @@ def main():
 
     request_types = {"Generate": pb.GenerateRequest, "GenerateStream": pb.GenerateRequest,
                      "Chat": pb.ChatRequest, "ChatStream": pb.ChatRequest,
-                     "Tokenize": pb.TokenizeRequest, "Detokenize": pb.DetokenizeRequest}
+                     "Tokenize": pb.TokenizeRequest, "Detokenize": pb.DetokenizeRequest,
+                     "CreatePin": pb.CreatePinRequest, "ListPins": pb.ListPinsRequest,
+                     "DeletePin": pb.DeletePinRequest}
     streaming = {"GenerateStream", "ChatStream"}
     channel = grpc.insecure_channel(args.grpc, options=[("grpc.max_send_message_length", 1 << 24)])
     grpc.channel_ready_future(channel).result(timeout=30)

@@ -2,7 +2,8 @@
 
 Against a running `kvserve serve --api-key KEY`: authentication, health (raw bytes: the
 grpc.health.v1 stubs are not packaged), model info, streaming vs unary greedy output, chat,
-and a stream cancelled mid-way whose KV blocks must be free again (read from /metrics).
+a stream cancelled mid-way whose KV blocks must be free again (read from /metrics), and
+pinned prefixes (CreatePin, ListPins, DeletePin).
 Over TLS (and mutual TLS) with --tls-ca (--tls-cert, --tls-client-key). Exits non-zero with a
 message on the first failed check.
 """
@@ -43,6 +44,47 @@ def wait_for(condition, seconds=15):
             return True
         time.sleep(0.05)
     return condition()
+
+
+def expect_error(code, call, what):
+    try:
+        call()
+        check(False, f"{what} succeeded")
+    except grpc.RpcError as e:
+        check(e.code() == code, f"{what}: {e.code()} {e.details()}")
+
+
+def check_pins(stub, auth, info):
+    """CreatePin / ListPins / DeletePin: a pinned prompt is reused by a later request that
+    starts with it, listed to its owner, deleted once, and bad pins are INVALID_ARGUMENT."""
+    # No trailing space: the continuation's " The" must not change the prompt's last tokens.
+    system = " ".join(["Once upon a time there was a little girl named Lily who loved to play outside."] * 3)
+    pin = stub.CreatePin(pb.CreatePinRequest(prompt=system), metadata=auth, timeout=60)
+    check(pin.id.startswith("pin-") and pin.bytes > 0, f"pin {pin}")
+    check(info.block_size <= pin.pinned_tokens <= pin.prompt_tokens and pin.pinned_tokens % info.block_size == 0,
+          f"pin tokens {pin}")
+    reuse = stub.Generate(pb.GenerateRequest(prompt=system + " The end.",
+                                             sampling=pb.SamplingOptions(max_tokens=2, temperature=0)),
+                          metadata=auth, timeout=60)
+    check(reuse.usage.cached_prompt_tokens >= pin.pinned_tokens, f"reuse cached {reuse.usage.cached_prompt_tokens}")
+    chat_pin = stub.CreatePin(pb.CreatePinRequest(messages=[pb.ChatMessage(role="system", content=system)]),
+                              metadata=auth, timeout=60)
+    listed = stub.ListPins(pb.ListPinsRequest(), metadata=auth, timeout=10)
+    check([p.id for p in listed.pins] == [pin.id, chat_pin.id], f"listed {listed}")
+    check(0 < listed.pinned_bytes <= listed.max_pinned_bytes, f"pinned bytes {listed}")
+    for p in (pin, chat_pin):
+        stub.DeletePin(pb.DeletePinRequest(id=p.id), metadata=auth, timeout=10)
+    expect_error(grpc.StatusCode.NOT_FOUND,
+                 lambda: stub.DeletePin(pb.DeletePinRequest(id=pin.id), metadata=auth, timeout=10), "delete twice")
+    check(len(stub.ListPins(pb.ListPinsRequest(), metadata=auth, timeout=10).pins) == 0, "pins left after delete")
+    expect_error(grpc.StatusCode.INVALID_ARGUMENT,
+                 lambda: stub.CreatePin(pb.CreatePinRequest(prompt="Hi"), metadata=auth, timeout=10), "a short pin")
+    expect_error(grpc.StatusCode.INVALID_ARGUMENT,
+                 lambda: stub.CreatePin(pb.CreatePinRequest(prompt=system, prompt_tokens=[1, 2]), metadata=auth,
+                                        timeout=10), "prompt and prompt_tokens")
+    expect_error(grpc.StatusCode.UNAUTHENTICATED,
+                 lambda: stub.ListPins(pb.ListPinsRequest(), timeout=10), "ListPins without a key")
+    print(f"pins: {pin.pinned_tokens} of {pin.prompt_tokens} tokens pinned ({pin.bytes} bytes) and reused")
 
 
 def main():
@@ -140,6 +182,8 @@ def main():
                      and metric(args.http, aborted) == aborted_before + 1)
     check(freed, f"after the cancel: used blocks {metric(args.http, used)}, aborted {metric(args.http, aborted)}")
     print("cancel: request aborted, KV blocks free")
+
+    check_pins(stub, auth, info)
     print("PASS: gRPC e2e")
 
 

@@ -4,6 +4,9 @@
 // would pass it, tenants only see and remove their own pins, and bad pins get clear errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -105,6 +108,28 @@ TEST(PinsTest, LimitTenantsAndErrors) {
   KvCacheStats after;
   ASSERT_TRUE(engine->VerifyCacheIntegrity(kTimeout, &after).ok());
   EXPECT_EQ(after.pinned_blocks, 3);
+}
+
+// A pin whose caller goes away (the predicate gRPC passes for a cancelled call) aborts its
+// prefill: CANCELLED, nothing pinned, its blocks back in the pool within a step.
+TEST(PinsTest, CancelledPinAbortsItsPrefill) {
+  auto engine = MakeEngine(LoadModel("synthetic:tiny:f32"), TestConfig(/*num_blocks=*/64));
+  int polls = 0;
+  StatusOr<PinnedPrefix> pin = engine->PinPrefix(PinRequest(Tokens(1, 200)), kTimeout, [&] {
+    ++polls;
+    return true;
+  });
+  EXPECT_EQ(pin.status().code(), StatusCode::kCancelled) << pin.status().ToString();
+  EXPECT_EQ(polls, 1);
+  EXPECT_TRUE(engine->ListPins("", kTimeout)->pins.empty());
+  KvCacheStats stats;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(engine->VerifyCacheIntegrity(kTimeout, &stats).ok());
+    if (stats.used_blocks == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(stats.used_blocks, 0);
+  EXPECT_EQ(stats.pinned_blocks, 0);
 }
 
 TEST(PinsTest, OffWithoutPrefixCachingOrWithAZeroLimit) {
