@@ -6,6 +6,8 @@
 // error bounds are stated in ggml_types.h. Pure functions; thread-safe.
 #include "engine/model/ggml_types.h"
 
+#include "engine/model/ggml_decoders.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -23,16 +25,18 @@ std::optional<GgmlTypeInfo> GetGgmlTypeInfo(uint32_t type) {
     case GgmlType::kBF16: return GgmlTypeInfo{"bf16", 1, 2, true};
     case GgmlType::kQ8_0: return GgmlTypeInfo{"q8_0", 32, 34, true};
     case GgmlType::kQ4_0: return GgmlTypeInfo{"q4_0", 32, 18, true};
-    case GgmlType::kQ4_1: return GgmlTypeInfo{"q4_1", 32, 20, false};
-    case GgmlType::kQ5_0: return GgmlTypeInfo{"q5_0", 32, 22, false};
-    case GgmlType::kQ5_1: return GgmlTypeInfo{"q5_1", 32, 24, false};
+    case GgmlType::kQ4_1: return GgmlTypeInfo{"q4_1", 32, 20, true};
+    case GgmlType::kQ5_0: return GgmlTypeInfo{"q5_0", 32, 22, true};
+    case GgmlType::kQ5_1: return GgmlTypeInfo{"q5_1", 32, 24, true};
     case GgmlType::kQ8_1: return GgmlTypeInfo{"q8_1", 32, 36, false};
-    case GgmlType::kQ2_K: return GgmlTypeInfo{"q2_k", 256, 84, false};
-    case GgmlType::kQ3_K: return GgmlTypeInfo{"q3_k", 256, 110, false};
+    case GgmlType::kQ2_K: return GgmlTypeInfo{"q2_k", 256, 84, true};
+    case GgmlType::kQ3_K: return GgmlTypeInfo{"q3_k", 256, 110, true};
     case GgmlType::kQ4_K: return GgmlTypeInfo{"q4_k", 256, 144, true};
     case GgmlType::kQ5_K: return GgmlTypeInfo{"q5_k", 256, 176, true};
     case GgmlType::kQ6_K: return GgmlTypeInfo{"q6_k", 256, 210, true};
     case GgmlType::kQ8_K: return GgmlTypeInfo{"q8_k", 256, 292, false};
+    case GgmlType::kIQ4_NL: return GgmlTypeInfo{"iq4_nl", 32, 18, true};
+    case GgmlType::kIQ4_XS: return GgmlTypeInfo{"iq4_xs", 256, 136, true};
   }
   return std::nullopt;
 }
@@ -348,7 +352,9 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ4_K: DequantizeQ4K(static_cast<const BlockQ4_K*>(src), dst, n); return;
     case GgmlType::kQ5_K: DequantizeQ5K(static_cast<const BlockQ5_K*>(src), dst, n); return;
     case GgmlType::kQ6_K: DequantizeQ6K(static_cast<const BlockQ6_K*>(src), dst, n); return;
-    default: break;
+    default:
+      if (DecodeReadOnlyType(type, src, dst, n)) return;
+      break;
   }
   CHECK(false) << "DequantizeRow: type " << GgmlTypeName(type) << " not implemented";
 }

@@ -1,7 +1,7 @@
 // Tensor element types of the GGUF/ggml format and their CPU reference codecs.
 //
-// A "block" is the quantization unit: F32/F16/BF16 have blocks of 1 value; Q8_0/Q4_0 of 32;
-// Q4_K/Q5_K/Q6_K super-blocks of 256. A row of n values (n a multiple of the block size) takes
+// A "block" is the quantization unit: F32/F16/BF16 have blocks of 1 value; Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1 and IQ4_NL of 32; the K types and IQ4_XS super-blocks of 256. A row of n values (n a multiple of the block size) takes
 // n / block_values * block_bytes bytes. Pure functions; thread-safe.
 #pragma once
 
@@ -29,6 +29,8 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kBF16 = 30,
 };
 
@@ -49,7 +51,8 @@ struct GgmlTypeInfo {
 // type is unknown.
 [[nodiscard]] StatusOr<uint64_t> GgmlRowBytes(GgmlType type, uint64_t n);
 
-// Reference decoders: dst[0..n) = values of the row at src. REQUIRES: n % block_values == 0
+// Reference decoders (ggml's formulas; the read-only types in ggml_decoders.cpp): dst[0..n) =
+// values of the row at src. REQUIRES: n % block_values == 0
 // and the type can be dequantized (CHECKed).
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 

@@ -70,7 +70,8 @@ StatusOr<WeightMatrix> Model::BindMatrix(const std::string& name, int64_t rows, 
   std::optional<GgmlTypeInfo> info = GetGgmlTypeInfo(static_cast<uint32_t>(t->type));
   if (!info || !info->can_dequantize) {
     return UnimplementedError(fmt::format("tensor '{}' has type {} which kvserve cannot load "
-                                          "(supported: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k)",
+                                          "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+                                          "iq4_nl, iq4_xs)",
                                           name, GgmlTypeName(t->type)));
   }
   GgmlType target = t->type;

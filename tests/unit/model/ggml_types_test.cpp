@@ -59,7 +59,8 @@ TEST(GgmlTypesTest, TableHasTheGgufLayouts) {
   EXPECT_FALSE(GetGgmlTypeInfo(13 + 256).has_value());
   EXPECT_TRUE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_K))->can_dequantize);  // decode only
   EXPECT_EQ(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_K))->block_bytes, 176);
-  EXPECT_FALSE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_0))->can_dequantize);
+  EXPECT_TRUE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ5_0))->can_dequantize);  // decode only
+  EXPECT_FALSE(GetGgmlTypeInfo(static_cast<uint32_t>(GgmlType::kQ8_1))->can_dequantize);
 }
 
 TEST(GgmlTypesTest, RowBytes) {
