@@ -67,6 +67,11 @@ const std::vector<SyntheticPreset>& SyntheticPresets() {
       {"150m", 1024, 8, 16, 8, 2816, 32000, 4096},
       {"1b", 2048, 22, 32, 4, 5632, 32000, 4096},
       {"7b-shape", 4096, 32, 32, 32, 11008, 32000, 4096},
+      // 26 layers: llama.cpp runs Gemma 2 of 26 (2B), 42 (9B) or 46 (27B) layers only.
+      {"gemma2-tiny", 64, 26, 4, 2, 192, 512, 2048, "gemma2", 32, 32},
+      {"gemma2-2b-shape", 2304, 26, 8, 4, 9216, 32000, 8192, "gemma2", 256, 4096},
+      {"phi3-tiny", 64, 2, 4, 4, 192, 512, 2048, "phi3", 0, 32},
+      {"phi3-mini-shape", 3072, 32, 32, 32, 8192, 32064, 4096, "phi3", 0, 2047},
   };
   return presets;
 }
@@ -107,8 +112,9 @@ StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec, const Model
   return o;
 }
 
-Vocab MakeSyntheticVocab(int size) {
-  CHECK_GE(size, 259);
+Vocab MakeSyntheticVocab(int size, std::span<const std::string_view> control) {
+  CHECK_GE(size, 259 + static_cast<int>(control.size()));
+  const int pieces_end = size - static_cast<int>(control.size());
   Vocab v;
   v.model = "llama";
   v.tokens = {"<unk>", "<s>", "</s>"};
@@ -132,14 +138,18 @@ Vocab MakeSyntheticVocab(int size) {
         pieces.push_back(space + a + b + c);
         pieces.push_back(std::string{a, b, c});
       }
-  for (size_t i = 0; static_cast<int>(v.tokens.size()) < size && i < pieces.size(); ++i) {
+  for (size_t i = 0; static_cast<int>(v.tokens.size()) < pieces_end && i < pieces.size(); ++i) {
     v.tokens.push_back(pieces[i]);
     v.types.push_back(TokenType::kNormal);
   }
   // Pad an oversized request with unused placeholder tokens.
-  while (static_cast<int>(v.tokens.size()) < size) {
+  while (static_cast<int>(v.tokens.size()) < pieces_end) {
     v.tokens.push_back(fmt::format("<unused{}>", v.tokens.size()));
     v.types.push_back(TokenType::kUnused);
+  }
+  for (std::string_view c : control) {
+    v.tokens.emplace_back(c);
+    v.types.push_back(TokenType::kControl);
   }
   v.scores.resize(v.tokens.size(), 0.0f);
   for (size_t i = 259; i < v.tokens.size(); ++i) v.scores[i] = -static_cast<float>(i - 259) * 0.001f;
@@ -153,31 +163,46 @@ Vocab MakeSyntheticVocab(int size) {
 
 StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   const SyntheticPreset& p = o.preset;
+  const std::string arch(p.architecture);
+  const bool gemma2 = arch == "gemma2", phi3 = arch == "phi3";
   const int layers = o.num_layers > 0 ? o.num_layers : p.num_layers;
-  const int head_dim = p.dim / p.num_heads;
+  const int head_dim = p.head_dim > 0 ? p.head_dim : p.dim / p.num_heads;
+  const int q_dim = p.num_heads * head_dim;
   const int kv_dim = p.num_kv_heads * head_dim;
-  for (int cols : {p.dim, p.ffn_dim}) {
+  for (int cols : {p.dim, p.ffn_dim, q_dim}) {
     if (!GgmlRowBytes(o.dtype, static_cast<uint64_t>(cols)).ok()) {
       return InvalidArgumentError(fmt::format("preset {} has rows of {} values, not a multiple of the {} block",
                                               p.name, cols, GgmlTypeName(o.dtype)));
     }
   }
   GgufWriter w;
-  w.AddString("general.architecture", "llama");
+  const auto u32 = [&](const std::string& key, int v) { w.AddUint32(arch + "." + key, static_cast<uint32_t>(v)); };
+  w.AddString("general.architecture", arch);
   w.AddString("general.name", fmt::format("kvserve-synthetic-{}", p.name));
   w.AddUint32("general.file_type", o.dtype == GgmlType::kF32 ? 0 : o.dtype == GgmlType::kF16 ? 1
                                    : o.dtype == GgmlType::kQ8_0 ? 7 : 32);
-  w.AddUint32("llama.context_length", static_cast<uint32_t>(p.context_length));
-  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(p.dim));
-  w.AddUint32("llama.block_count", static_cast<uint32_t>(layers));
-  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(p.ffn_dim));
-  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(p.num_heads));
-  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(p.num_kv_heads));
-  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.AddFloat32("llama.rope.freq_base", 10000.0f);
-  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(p.vocab_size));
-  AddVocabToGguf(MakeSyntheticVocab(p.vocab_size), &w);
+  u32("context_length", p.context_length);
+  u32("embedding_length", p.dim);
+  u32("block_count", layers);
+  u32("feed_forward_length", p.ffn_dim);
+  u32("attention.head_count", p.num_heads);
+  u32("attention.head_count_kv", p.num_kv_heads);
+  u32("rope.dimension_count", head_dim);
+  w.AddFloat32(arch + ".rope.freq_base", 10000.0f);
+  w.AddFloat32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  u32("vocab_size", p.vocab_size);
+  if (gemma2) {
+    u32("attention.key_length", head_dim);
+    u32("attention.value_length", head_dim);
+    w.AddFloat32(arch + ".attn_logit_softcapping", 50.0f);
+    w.AddFloat32(arch + ".final_logit_softcapping", 30.0f);
+  }
+  if (p.sliding_window > 0) u32("attention.sliding_window", p.sliding_window);
+  // Phi-3's chat and end tokens (llama.cpp looks them up in files named phi3).
+  static constexpr std::string_view kPhi3Tokens[] = {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>",
+                                                     "<|user|>"};
+  AddVocabToGguf(MakeSyntheticVocab(p.vocab_size, phi3 ? std::span(kPhi3Tokens) : std::span<const std::string_view>()),
+                 &w);
 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     w.AddTensor(name, o.dtype, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
@@ -188,18 +213,28 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   };
   matrix("token_embd.weight", p.vocab_size, p.dim);
   ones("output_norm.weight", p.dim);
-  matrix("output.weight", p.vocab_size, p.dim);
+  if (!gemma2) matrix("output.weight", p.vocab_size, p.dim);  // Gemma 2 ties it to the embeddings
   for (int l = 0; l < layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.dim);
-    matrix(b + "attn_q.weight", p.dim, p.dim);
-    matrix(b + "attn_k.weight", kv_dim, p.dim);
-    matrix(b + "attn_v.weight", kv_dim, p.dim);
-    matrix(b + "attn_output.weight", p.dim, p.dim);
+    if (phi3) {
+      matrix(b + "attn_qkv.weight", q_dim + 2 * kv_dim, p.dim);  // Q rows, then K, then V
+    } else {
+      matrix(b + "attn_q.weight", q_dim, p.dim);
+      matrix(b + "attn_k.weight", kv_dim, p.dim);
+      matrix(b + "attn_v.weight", kv_dim, p.dim);
+    }
+    matrix(b + "attn_output.weight", p.dim, q_dim);
+    if (gemma2) ones(b + "post_attention_norm.weight", p.dim);
     ones(b + "ffn_norm.weight", p.dim);
-    matrix(b + "ffn_gate.weight", p.ffn_dim, p.dim);
-    matrix(b + "ffn_up.weight", p.ffn_dim, p.dim);
+    if (phi3) {
+      matrix(b + "ffn_up.weight", 2 * p.ffn_dim, p.dim);  // gate rows, then up rows
+    } else {
+      matrix(b + "ffn_gate.weight", p.ffn_dim, p.dim);
+      matrix(b + "ffn_up.weight", p.ffn_dim, p.dim);
+    }
     matrix(b + "ffn_down.weight", p.dim, p.ffn_dim);
+    if (gemma2) ones(b + "post_ffw_norm.weight", p.dim);
   }
   return w;
 }

@@ -1,5 +1,5 @@
-// Synthetic models: Llama-shaped models with seeded random weights (normal(0, 0.02), norms
-// 1.0) and a built-in SentencePiece-style vocabulary, so benchmarks of any shape and the quick
+// Synthetic models: Llama-, Gemma-2- and Phi-3-shaped models with seeded random weights
+// (normal(0, 0.02), norms 1.0) and a built-in SentencePiece-style vocabulary, so benchmarks of any shape and the quick
 // start need no download.
 //
 // "synthetic:<preset>[:<dtype>]" builds the model in memory; `kvserve mkmodel` writes the very
@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,9 +33,15 @@ struct SyntheticPreset {
   int ffn_dim;
   int vocab_size;
   int context_length;
+  // "llama"; "gemma2" (tied output, post norms, soft-capping 50 / 30, the window on even
+  // layers); "phi3" (fused attn_qkv and gate/up, the window on every layer).
+  std::string_view architecture = "llama";
+  int head_dim = 0;        // 0: dim / num_heads
+  int sliding_window = 0;  // gemma2 and phi3
 };
 
-// tiny, 150m, 1b, 7b-shape (shapes of ../shared/docs/BASELINE.md).
+// tiny, 150m, 1b, 7b-shape (shapes of ../shared/docs/BASELINE.md); gemma2-tiny,
+// gemma2-2b-shape, phi3-tiny, phi3-mini-shape.
 const std::vector<SyntheticPreset>& SyntheticPresets();
 [[nodiscard]] std::optional<SyntheticPreset> FindSyntheticPreset(std::string_view name);
 
@@ -52,8 +59,9 @@ struct SyntheticOptions {
                                                             const ModelLoadOptions& base);
 
 // A SentencePiece-style vocabulary of `size` tokens: <unk>, <s>, </s>, 256 byte tokens, then
-// printable pieces. REQUIRES: size >= 259.
-Vocab MakeSyntheticVocab(int size);
+// printable pieces; the last `control.size()` ids are these control tokens (Phi-3's
+// <|endoftext|>, <|user|>, ...). REQUIRES: size >= 259 + control.size().
+Vocab MakeSyntheticVocab(int size, std::span<const std::string_view> control = {});
 
 // The model as GGUF metadata + tensors.
 [[nodiscard]] StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& options);
