@@ -155,6 +155,16 @@ double BytesRatio(const Candidate& c, int bits) {
 
 }  // namespace
 
+std::vector<NamedKvStoreHook> CandidateHooks(int bits) {
+  std::vector<NamedKvStoreHook> hooks;
+  for (const Candidate& c : kCandidates) {
+    hooks.push_back({c.name, [c, bits](int kind, float* rows, int offset, int block_size, int hd) {
+                       Apply(kind == 0 ? c.key : c.value, bits, rows, offset, block_size, hd);
+                     }});
+  }
+  return hooks;
+}
+
 std::string CandidateSchemesTable(const Model& model, const std::vector<ScoredText>& texts) {
   const int V = model.config().vocab_size;
   auto scored_logits = [&](const KvStoreHook& hook) {
@@ -173,13 +183,11 @@ std::string CandidateSchemesTable(const Model& model, const std::vector<ScoredTe
       "| candidate (K / V) | bits | bytes / token x f16 at head dim 128 | TF top-1 = f32 | TF mean KL |\n"
       "|---|---|---|---|---|\n";
   for (int bits : {4, 8}) {
-    for (const Candidate& c : kCandidates) {
-      const KvStoreHook hook = [&](int kind, float* rows, int offset, int block_size, int hd) {
-        Apply(kind == 0 ? c.key : c.value, bits, rows, offset, block_size, hd);
-      };
-      const KvErrorStats e = CompareLogits(base, scored_logits(hook), V);
-      out += fmt::format("| {} | {} | {:.3f} | {:.1f} % | {:.2e} |\n", c.name, bits, BytesRatio(c, bits),
-                         100 * e.top1_agreement, e.mean_kl);
+    const std::vector<NamedKvStoreHook> hooks = CandidateHooks(bits);
+    for (size_t i = 0; i < hooks.size(); ++i) {
+      const KvErrorStats e = CompareLogits(base, scored_logits(hooks[i].hook), V);
+      out += fmt::format("| {} | {} | {:.3f} | {:.1f} % | {:.2e} |\n", hooks[i].name, bits,
+                         BytesRatio(kCandidates[i], bits), 100 * e.top1_agreement, e.mean_kl);
     }
   }
   return out;

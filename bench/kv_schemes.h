@@ -10,12 +10,20 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/model/weights.h"
 
 namespace kvserve {
 
 // Token sequences and how many of their first tokens are prompt (not scored).
 using ScoredText = std::pair<std::vector<int32_t>, size_t>;
+
+struct NamedKvStoreHook {
+  std::string name;
+  KvStoreHook hook;
+};
+// Every candidate at `bits` (4 or 8) as a hook on an F32 cache.
+std::vector<NamedKvStoreHook> CandidateHooks(int bits);
 
 // Markdown table: every candidate at 4 and 8 bits against the F32 cache (top-1, mean KL), with
 // bytes per token at head dim 128 (block 16, scales included) relative to F16.
