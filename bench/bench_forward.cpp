@@ -5,7 +5,7 @@
 //   decode:  128 single-token steps after a 16-token prompt, one stream (tokens/s)
 //
 // on stories260K (from the shared folder; skipped with a note when absent) and synthetic:150m
-// with F16 and Q8_0 matrices, each with 1 and 2 threads. Decode is compared with the memory
+// with F16, Q8_0 and Q4_0 matrices, each with 1 and 2 threads. Decode is compared with the memory
 // roofline: measured read bandwidth (2 threads over a 1 GiB buffer) / weight bytes read per
 // token. A second table times the F32 matrix products of the stories260K prefill (and decode)
 // on the model's real shapes with our kernels and with OpenBLAS cblas_sgemm, one thread each.
@@ -361,6 +361,7 @@ int Main(int argc, char** argv) {
   }
   entries.push_back({"synthetic:150m", "synthetic:150m:f16"});
   entries.push_back({"synthetic:150m", "synthetic:150m:q8_0"});
+  entries.push_back({"synthetic:150m", "synthetic:150m:q4_0"});
 
   std::unique_ptr<Model> stories_model;
   for (const Entry& e : entries) {

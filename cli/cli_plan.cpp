@@ -35,14 +35,15 @@ struct ModelShape {
   std::string description;
 };
 
-// Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0 tensors as stored, other quantized
+// Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0/Q4_0 tensors as stored, other quantized
 // types converted to F16 at load.
 int64_t ServedBytes(const GgufTensorInfo& t) {
   switch (t.type) {
     case GgmlType::kF32:
     case GgmlType::kF16:
     case GgmlType::kBF16:
-    case GgmlType::kQ8_0: return static_cast<int64_t>(t.nbytes);
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0: return static_cast<int64_t>(t.nbytes);
     default: return static_cast<int64_t>(t.num_elements) * 2;
   }
 }
@@ -54,7 +55,10 @@ StatusOr<ModelShape> ReadShape(const std::string& spec) {
     const SyntheticPreset& p = o.preset;
     LlamaShape shape{p.vocab_size, p.dim, o.num_layers > 0 ? o.num_layers : p.num_layers, p.num_heads,
                      p.num_kv_heads, 0, p.ffn_dim, false};
-    const double bits = o.dtype == GgmlType::kF32 ? 32 : o.dtype == GgmlType::kQ8_0 ? 8.5 : 16;
+    const double bits = o.dtype == GgmlType::kF32    ? 32
+                        : o.dtype == GgmlType::kQ8_0 ? 8.5
+                        : o.dtype == GgmlType::kQ4_0 ? 4.5
+                                                     : 16;
     s.weight_bytes = EstimateLlamaWeightBytes(shape, bits);
     s.kv.num_layers = static_cast<int>(shape.num_layers);
     s.kv.num_kv_heads = p.num_kv_heads;

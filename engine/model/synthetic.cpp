@@ -103,8 +103,10 @@ StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec, const Model
   if (rest.find(':') != std::string_view::npos) {
     std::string_view dtype_name = rest.substr(rest.find(':') + 1);
     std::optional<GgmlType> t = ParseGgmlType(dtype_name);
-    if (!t || !(*t == GgmlType::kF32 || *t == GgmlType::kF16 || *t == GgmlType::kBF16 || *t == GgmlType::kQ8_0)) {
-      return InvalidArgumentError(fmt::format("synthetic weight type '{}' (choose f32, f16, bf16, q8_0)", dtype_name));
+    if (!t || !(*t == GgmlType::kF32 || *t == GgmlType::kF16 || *t == GgmlType::kBF16 || *t == GgmlType::kQ8_0 ||
+                *t == GgmlType::kQ4_0)) {
+      return InvalidArgumentError(
+          fmt::format("synthetic weight type '{}' (choose f32, f16, bf16, q8_0, q4_0)", dtype_name));
     }
     o.dtype = *t;
   }
@@ -180,7 +182,7 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   w.AddString("general.architecture", arch);
   w.AddString("general.name", fmt::format("kvserve-synthetic-{}", p.name));
   w.AddUint32("general.file_type", o.dtype == GgmlType::kF32 ? 0 : o.dtype == GgmlType::kF16 ? 1
-                                   : o.dtype == GgmlType::kQ8_0 ? 7 : 32);
+                                   : o.dtype == GgmlType::kQ8_0 ? 7 : o.dtype == GgmlType::kQ4_0 ? 2 : 32);
   u32("context_length", p.context_length);
   u32("embedding_length", p.dim);
   u32("block_count", layers);

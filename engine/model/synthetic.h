@@ -54,7 +54,7 @@ struct SyntheticOptions {
   uint64_t seed = 1234;
 };
 
-// Parses "synthetic:<preset>[:<dtype>]" (dtype f32, f16, bf16, q8_0) on top of `base`.
+// Parses "synthetic:<preset>[:<dtype>]" (dtype f32, f16, bf16, q8_0, q4_0) on top of `base`.
 [[nodiscard]] StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec,
                                                             const ModelLoadOptions& base);
 

@@ -38,9 +38,12 @@ const KernelTable& ChooseKernels() {
 PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows), cols_(w.cols) {
   CHECK(WeightKind(w.type) >= 0) << "cannot pack " << GgmlTypeName(w.type);
   num_panels_ = (rows_ + kPanelRows - 1) / kPanelRows;
-  const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : w.type == GgmlType::kQ8_0 ? 1 : 2;
-  if (w.type == GgmlType::kQ8_0) {
-    panel_bytes_ = static_cast<size_t>(cols_ / 32) * (kPanelRows * 2 + 32 * kPanelRows);
+  const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
+  const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0;
+  // Quantized: per 32-column block, 16 f16 scales, then the values (32 or 16 bytes per row).
+  const size_t block_bytes = kPanelRows * 2 + (q8 ? 32 : 16) * kPanelRows;
+  if (q8 || q4) {
+    panel_bytes_ = static_cast<size_t>(cols_ / 32) * block_bytes;
   } else {
     panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
   }
@@ -52,12 +55,19 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows)
     uint8_t* panel = data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_;
     const int lane = static_cast<int>(r % kPanelRows);
     const uint8_t* row = w.row(r);
-    if (w.type == GgmlType::kQ8_0) {
+    if (q8) {
       const BlockQ8_0* blocks = reinterpret_cast<const BlockQ8_0*>(row);
       for (int64_t b = 0; b < cols_ / 32; ++b) {
-        uint8_t* dst = panel + static_cast<size_t>(b) * (kPanelRows * 2 + 32 * kPanelRows);
+        uint8_t* dst = panel + static_cast<size_t>(b) * block_bytes;
         std::memcpy(dst + lane * 2, &blocks[b].d, 2);
         for (int k = 0; k < 32; ++k) dst[kPanelRows * 2 + k * kPanelRows + lane] = static_cast<uint8_t>(blocks[b].qs[k]);
+      }
+    } else if (q4) {
+      const BlockQ4_0* blocks = reinterpret_cast<const BlockQ4_0*>(row);
+      for (int64_t b = 0; b < cols_ / 32; ++b) {
+        uint8_t* dst = panel + static_cast<size_t>(b) * block_bytes;
+        std::memcpy(dst + lane * 2, &blocks[b].d, 2);
+        for (int k = 0; k < 16; ++k) dst[kPanelRows * 2 + k * kPanelRows + lane] = blocks[b].qs[k];
       }
     } else {
       for (int64_t k = 0; k < cols_; ++k) {
@@ -74,6 +84,7 @@ int WeightKind(GgmlType type) {
     case GgmlType::kF16: return 1;
     case GgmlType::kBF16: return 2;
     case GgmlType::kQ8_0: return 3;
+    case GgmlType::kQ4_0: return 4;
     default: return -1;
   }
 }

@@ -19,13 +19,15 @@ namespace kvserve::cpu {
 // A weight matrix re-laid out for the kernels: rows in panels of kPanelRows, each panel
 // k-major ([cols][kPanelRows] values), so one vector load gives column k of 16 rows and a
 // product needs no horizontal sums. Q8_0 panels hold, per 32-column block, the 16 rows' f16
-// scales then [32][16] int8 values. Rows past `rows` in the last panel are zero.
+// scales then [32][16] int8 values; Q4_0 panels the scales then [16][16] bytes, each the
+// row's GGUF byte (values k and k + 16 as nibbles): the weights keep their file's size.
+// Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs F32, F16, BF16 or Q8_0 rows (CHECK-fails on other types).
+  // Packs F32, F16, BF16, Q8_0 or Q4_0 rows (CHECK-fails on other types).
   explicit PackedMatrix(const WeightMatrix& w);
 
   GgmlType type() const { return type_; }
@@ -77,13 +79,13 @@ using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int 
 struct KernelTable {
   std::string_view isa;
   // Indexed by WeightKind(type).
-  MatMulRangeFn matmul[4];
+  MatMulRangeFn matmul[5];
   // Indexed by static_cast<int>(KvDtype).
   KvDotFn kv_dot[5];
   KvAxpyFn kv_axpy[5];
 };
 
-// 0 f32, 1 f16, 2 bf16, 3 q8_0; -1 for types the kernels do not take.
+// 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0; -1 for types the kernels do not take.
 int WeightKind(GgmlType type);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512|avx2|generic).

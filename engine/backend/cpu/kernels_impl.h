@@ -104,10 +104,26 @@ inline void FloatPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
 }
 
-// Q8_0 panels: per 32-column block, sum = sum_k q[k] * x[k] in order, then acc += sum * d.
-template <int RT, int RP>
-inline void Q8PanelTile(const MatMulArgs& a, int t0, int64_t p0) {
-  constexpr size_t kBlockBytes = kPanelRows * 2 + 32 * kPanelRows;
+// Quantized panels (kernels.h): per 32-column block the 16 rows' f16 scales, then the values.
+// Q8_0: [32][16] int8. Q4_0: [16][16] bytes, byte k of a row holding its values k (low
+// nibble) and k + 16 (high nibble), each (nibble - 8) as in the GGUF block.
+struct Q8Block {
+  static constexpr size_t kBytes = kPanelRows * 2 + 32 * kPanelRows;
+  static V Load(const uint8_t* values, int k, int v) {
+    return Isa::LoadI8(reinterpret_cast<const int8_t*>(values) + k * kPanelRows + v * L);
+  }
+};
+struct Q4Block {
+  static constexpr size_t kBytes = kPanelRows * 2 + 16 * kPanelRows;
+  static V Load(const uint8_t* values, int k, int v) {
+    return k < 16 ? Isa::LoadU4Lo(values + k * kPanelRows + v * L)
+                  : Isa::LoadU4Hi(values + (k - 16) * kPanelRows + v * L);
+  }
+};
+
+// Quantized panels: per 32-column block, sum = sum_k q[k] * x[k] in order, then acc += sum * d.
+template <class B, int RT, int RP>
+inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const int64_t blocks = a.w->cols() / 32;
   const uint8_t* panels[RP];
   for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
@@ -125,9 +141,8 @@ inline void Q8PanelTile(const MatMulArgs& a, int t0, int64_t p0) {
     for (int k = 0; k < 32; ++k) {
       V w[RP][kVecs];
       for (int p = 0; p < RP; ++p) {
-        const int8_t* q =
-            reinterpret_cast<const int8_t*>(panels[p] + b * kBlockBytes + kPanelRows * 2) + k * kPanelRows;
-        for (int v = 0; v < kVecs; ++v) w[p][v] = Isa::LoadI8(q + v * L);
+        const uint8_t* values = panels[p] + b * B::kBytes + kPanelRows * 2;
+        for (int v = 0; v < kVecs; ++v) w[p][v] = B::Load(values, k, v);
       }
       for (int t = 0; t < RT; ++t) {
         const V xb = Isa::Set1(xs[t][b * 32 + k]);
@@ -136,7 +151,7 @@ inline void Q8PanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       }
     }
     for (int p = 0; p < RP; ++p) {
-      const uint16_t* d = reinterpret_cast<const uint16_t*>(panels[p] + b * kBlockBytes);
+      const uint16_t* d = reinterpret_cast<const uint16_t*>(panels[p] + b * B::kBytes);
       for (int v = 0; v < kVecs; ++v) {
         const V scale = Isa::LoadF16(d + v * L);
         for (int t = 0; t < RT; ++t) acc[t][p][v] = Isa::Fma(sum[t][p][v], scale, acc[t][p][v]);
@@ -153,9 +168,10 @@ struct FloatKernel {
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { FloatPanelTile<P, RT, RP>(a, t0, p0); }
 };
-struct Q8Kernel {
+template <class B>
+struct QuantKernel {
   template <int RT, int RP>
-  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { Q8PanelTile<RT, RP>(a, t0, p0); }
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { QuantPanelTile<B, RT, RP>(a, t0, p0); }
 };
 
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
@@ -357,7 +373,8 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[0] = &MatMulPanels<FloatKernel<PanelF32>>;
   t.matmul[1] = &MatMulPanels<FloatKernel<PanelF16>>;
   t.matmul[2] = &MatMulPanels<FloatKernel<PanelBf16>>;
-  t.matmul[3] = &MatMulPanels<Q8Kernel>;
+  t.matmul[3] = &MatMulPanels<QuantKernel<Q8Block>>;
+  t.matmul[4] = &MatMulPanels<QuantKernel<Q4Block>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -69,8 +69,8 @@ TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   // Odd row lengths; row counts that fill panels, leave a partial last panel, or span
   // several panel tiles; token counts covering every tile remainder.
   for (int64_t cols : {32, 64, 96, 172, 1024}) {
-    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
-      if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      if ((type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) && cols % 32 != 0) continue;
       const int64_t rows = cols == 1024 ? 77 : 13;
       EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
       for (int tokens : {1, 2, 3, 4, 5, 9}) {
@@ -95,7 +95,7 @@ TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
   // greedy determinism under continuous batching).
   const KernelTable* table = KernelsFor(GetParam());
   const int64_t rows = 70, cols = 160;
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     EncodedMatrix m = Encode(type, Random(rows * cols, 3), rows, cols);
     const PackedMatrix packed(m.w);
     const std::vector<float> x = Random(7 * cols, 4);
