@@ -13,6 +13,7 @@
 #include "cache/kv_spec.h"
 #include "engine/engine.h"
 #include "cli/cli.h"
+#include "cli/engine_options.h"
 
 namespace kvserve::cli {
 namespace {
@@ -36,6 +37,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   int threads = 0;
   std::string kv_dtype = "f16";
+  std::string weight_dtype = "auto";
   int block_size = 16;
   uint64_t kv_cache_memory = 0;
   bool json = false;
@@ -125,7 +127,7 @@ void PrintJson(const std::vector<int32_t>& prompt_tokens, const Collected& c) {
 
 int RunGenerate(const GenerateOptions& o) {
   std::unique_ptr<Model> loaded;
-  if (int rc = LoadModel(kCommand, o.model, ModelLoadOptions{}, &loaded); rc != kExitOk) return rc;
+  if (int rc = LoadModel(kCommand, o.model, WeightLoadOptions(o.weight_dtype), &loaded); rc != kExitOk) return rc;
   std::shared_ptr<const Model> model = std::move(loaded);
   const ModelConfig& mc = model->config();
 
@@ -181,8 +183,8 @@ void RegisterGenerateCommand(CommandRegistry& registry) {
   CLI::App* sub = registry.Add(kCommand, "Generate one completion of a prompt (CPU) and stream it to stdout",
                                [o] { return RunGenerate(*o); });
   sub->add_option("-m,--model", o->model,
-                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape; "
-                  "dtypes f32, f16, bf16, q8_0) built in memory");
+                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape, gemma2-tiny, "
+                  "gemma2-2b-shape, phi3-tiny, phi3-mini-shape; dtypes f32, f16, bf16, q8_0, q4_0) built in memory");
   sub->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added when the model wants one)")->required();
   sub->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
   sub->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
@@ -197,6 +199,7 @@ void RegisterGenerateCommand(CommandRegistry& registry) {
   sub->add_option("--stop", o->stop, "Stop string (repeatable); never printed")->take_all()->expected(1)->default_str("");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  AddWeightDtypeOption(sub, &o->weight_dtype);
   sub->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
   sub->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));

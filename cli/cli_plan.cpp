@@ -35,8 +35,9 @@ struct ModelShape {
   std::string description;
 };
 
-// Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0/Q4_0 tensors as stored, other quantized
-// types converted to F16 at load.
+// Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0/Q4_0 tensors as stored, Q4_K with its
+// sub-block scales unpacked to f32 (0.75 bytes per weight), other quantized types converted to
+// F16 at load.
 int64_t ServedBytes(const GgufTensorInfo& t) {
   switch (t.type) {
     case GgmlType::kF32:
@@ -44,6 +45,7 @@ int64_t ServedBytes(const GgufTensorInfo& t) {
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0: return static_cast<int64_t>(t.nbytes);
+    case GgmlType::kQ4_K: return static_cast<int64_t>(t.num_elements) * 3 / 4;
     default: return static_cast<int64_t>(t.num_elements) * 2;
   }
 }

@@ -246,7 +246,9 @@ int RunServe(ServeOptions& o) {
   LOG_INFO("loading model {}", o.engine.model);
   const auto load_start = std::chrono::steady_clock::now();
   std::unique_ptr<Model> loaded;
-  if (int rc = LoadModel(kCommand, o.engine.model, ModelLoadOptions{}, &loaded); rc != kExitOk) return rc;
+  if (int rc = LoadModel(kCommand, o.engine.model, WeightLoadOptions(o.engine.weight_dtype), &loaded); rc != kExitOk) {
+    return rc;
+  }
   std::shared_ptr<const Model> model = std::move(loaded);
   const ModelConfig& mc = model->config();
   LOG_INFO("model loaded in {:.2f} s: {} layers, dim {}, {} heads ({} KV), vocab {}, context {}, weights {:.1f} MiB",

@@ -12,6 +12,7 @@
 
 #include "cache/capacity_planner.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/model/weights.h"
 
 namespace kvserve {
 namespace {
@@ -94,9 +95,23 @@ StatusOr<std::vector<KvSpecConfig::Keep>> ParseKvKeep(std::string_view text) {
   return keep;
 }
 
+ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype) {
+  ModelLoadOptions options;
+  if (weight_dtype != "auto") options.matrix_type = ParseGgmlType(weight_dtype);
+  return options;
+}
+
+void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype) {
+  app->add_option("--weight-dtype", *weight_dtype,
+                  "Matrix type in memory: auto (as the file stores it where the kernels read it) or a type "
+                  "every matrix is converted to at load")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "q8_0"}));
+}
+
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
-                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape) built in memory");
+                  "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape, gemma2-tiny, "
+                  "gemma2-2b-shape, phi3-tiny, phi3-mini-shape) built in memory");
   app->add_option("--device", f->device, "Where the model runs: cuda, cpu, or auto (cuda when a CUDA device is "
                                          "present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -107,6 +122,7 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-t,--threads", f->threads, "CPU threads for the forward pass (0 = all cores)")
       ->check(CLI::Range(0, 1024));
   app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
+  AddWeightDtypeOption(app, &f->weight_dtype);
   app->add_option("--kv-keep", f->kv_keep,
                   "Layered precision: layers or KV heads kept at --kv-keep-dtype: layers=0,1 or heads=0:2,5:1");
   app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")

@@ -31,12 +31,21 @@ class App;
 
 namespace kvserve {
 
+struct ModelLoadOptions;
+
+// --weight-dtype: "auto" keeps the file's matrices (F32/F16/BF16/Q8_0/Q4_0/Q4_K as stored,
+// other types converted to F16); f32/f16/bf16/q8_0 convert every matrix at load (e.g. F16 for
+// many-stream throughput: the quantized kernels unpack in float, which prefill pays for).
+ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype);
+void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);
+
 struct EngineFlags {
   std::string model = "synthetic:150m";
   std::string device = "auto";        // auto | cpu | cuda
   double gpu_memory_utilization = 0.9;
   int threads = 0;                    // 0: all cores
   std::string kv_dtype = "f16";
+  std::string weight_dtype = "auto";  // auto: as the file stores them (see WeightLoadOptions)
   std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
   std::string kv_keep_dtype = "f16";
   int block_size = 16;

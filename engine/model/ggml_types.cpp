@@ -149,16 +149,6 @@ void QuantizeQ4_0(const float* src, BlockQ4_0* blocks, int64_t n) {
 // qs: 4 chunks of 64 values; byte qs[32c + l] holds value 64c + l in its low nibble (sub-block
 // 2c) and value 64c + 32 + l in its high nibble (sub-block 2c + 1).
 
-void UnpackScaleMinQ4K(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = scales[j] & 63;
-    *m = scales[j + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
-  }
-}
-
 // REQUIRES: every sc[j], m[j] < 64.
 void PackScalesMinsQ4K(const uint8_t sc[8], const uint8_t m[8], uint8_t scales[12]) {
   for (int j = 0; j < 4; ++j) {
@@ -330,6 +320,16 @@ void QuantizeQ6K(const float* src, BlockQ6_K* blocks, int64_t n) {
 }
 
 }  // namespace
+
+void UnpackScaleMinQ4K(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
 
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   auto info = GetGgmlTypeInfo(static_cast<uint32_t>(type));

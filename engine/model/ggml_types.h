@@ -103,4 +103,8 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// Sub-block j (0..7) of a Q4_K or Q5_K super-block: its 6-bit scale and min, unpacked from
+// the block's `scales` (value = d * sc * q - dmin * m).
+void UnpackScaleMinQ4K(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m);
+
 }  // namespace kvserve

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/fp16.h"
 #include "common/log.h"
 
 namespace kvserve::cpu {
@@ -39,11 +40,15 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows)
   CHECK(WeightKind(w.type) >= 0) << "cannot pack " << GgmlTypeName(w.type);
   num_panels_ = (rows_ + kPanelRows - 1) / kPanelRows;
   const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
-  const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0;
+  const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0, q4k = w.type == GgmlType::kQ4_K;
   // Quantized: per 32-column block, 16 f16 scales, then the values (32 or 16 bytes per row).
   const size_t block_bytes = kPanelRows * 2 + (q8 ? 32 : 16) * kPanelRows;
+  // Q4_K: per 64-column chunk, [2][16] f32 scales, [2][16] f32 offsets, [32][16] bytes.
+  const size_t chunk_bytes = 4 * 4 * kPanelRows + 32 * kPanelRows;
   if (q8 || q4) {
     panel_bytes_ = static_cast<size_t>(cols_ / 32) * block_bytes;
+  } else if (q4k) {
+    panel_bytes_ = static_cast<size_t>(cols_ / 64) * chunk_bytes;
   } else {
     panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
   }
@@ -69,6 +74,22 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows)
         std::memcpy(dst + lane * 2, &blocks[b].d, 2);
         for (int k = 0; k < 16; ++k) dst[kPanelRows * 2 + k * kPanelRows + lane] = blocks[b].qs[k];
       }
+    } else if (q4k) {
+      const BlockQ4_K* blocks = reinterpret_cast<const BlockQ4_K*>(row);
+      for (int64_t c = 0; c < cols_ / 64; ++c) {
+        const BlockQ4_K& b = blocks[c / 4];
+        const int chunk = static_cast<int>(c % 4);
+        uint8_t* dst = panel + static_cast<size_t>(c) * chunk_bytes;
+        for (int h = 0; h < 2; ++h) {
+          uint8_t sc, m;
+          UnpackScaleMinQ4K(2 * chunk + h, b.scales, &sc, &m);
+          const float scale = F16ToF32(b.d) * sc;  // as ggml's decoder
+          const float offset = 8.0f * scale - F16ToF32(b.dmin) * m;
+          std::memcpy(dst + (h * kPanelRows + lane) * 4, &scale, 4);
+          std::memcpy(dst + ((2 + h) * kPanelRows + lane) * 4, &offset, 4);
+        }
+        for (int l = 0; l < 32; ++l) dst[4 * 4 * kPanelRows + l * kPanelRows + lane] = b.qs[32 * chunk + l];
+      }
     } else {
       for (int64_t k = 0; k < cols_; ++k) {
         std::memcpy(panel + (static_cast<size_t>(k) * kPanelRows + lane) * value_bytes, row + k * value_bytes,
@@ -85,6 +106,7 @@ int WeightKind(GgmlType type) {
     case GgmlType::kBF16: return 2;
     case GgmlType::kQ8_0: return 3;
     case GgmlType::kQ4_0: return 4;
+    case GgmlType::kQ4_K: return 5;
     default: return -1;
   }
 }

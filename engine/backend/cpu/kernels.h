@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "cache/kv_spec.h"
 #include "engine/model/weights.h"
@@ -21,13 +22,16 @@ namespace kvserve::cpu {
 // product needs no horizontal sums. Q8_0 panels hold, per 32-column block, the 16 rows' f16
 // scales then [32][16] int8 values; Q4_0 panels the scales then [16][16] bytes, each the
 // row's GGUF byte (values k and k + 16 as nibbles): the weights keep their file's size.
+// Q4_K panels hold per 64-column chunk the rows' two sub-block scales and offsets in f32,
+// then their 32 GGUF bytes (0.75 bytes per weight; the file's 0.5625 packs the scales in 6
+// bits).
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs F32, F16, BF16, Q8_0 or Q4_0 rows (CHECK-fails on other types).
+  // Packs F32, F16, BF16, Q8_0, Q4_0 or Q4_K rows (CHECK-fails on other types).
   explicit PackedMatrix(const WeightMatrix& w);
 
   GgmlType type() const { return type_; }
@@ -79,13 +83,13 @@ using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int 
 struct KernelTable {
   std::string_view isa;
   // Indexed by WeightKind(type).
-  MatMulRangeFn matmul[5];
+  MatMulRangeFn matmul[6];
   // Indexed by static_cast<int>(KvDtype).
   KvDotFn kv_dot[5];
   KvAxpyFn kv_axpy[5];
 };
 
-// 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0; -1 for types the kernels do not take.
+// 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k; -1 for types the kernels do not take.
 int WeightKind(GgmlType type);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512|avx2|generic).

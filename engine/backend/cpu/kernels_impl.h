@@ -163,6 +163,84 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
 }
 
+// Q4_K panels (kernels.h): per 64-column chunk, [2][16] f32 sub-block scales d * sc, [2][16]
+// f32 offsets 8 * d * sc - dmin * m, then [32][16] bytes (byte l of a row: its value l in the
+// low nibble, 32 + l in the high one). A 32-column sub-block adds
+// scale * sum((q - 8) * x) + offset * sum(x), so the nibbles load as Q4_0's do.
+constexpr size_t kQ4KChunkBytes = 4 * 4 * kPanelRows + 32 * kPanelRows;
+
+// Per token, the sums of x over each 32-column sub-block, in order (Q4KKernel::Prepare).
+inline thread_local std::vector<float> q4k_xsums;
+
+template <int RT, int RP>
+inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
+  const int64_t chunks = a.w->cols() / 64;
+  const float* xsums[RT];
+  for (int t = 0; t < RT; ++t) xsums[t] = q4k_xsums.data() + (t0 + t) * (chunks * 2);
+  const uint8_t* panels[RP];
+  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+  const float* xs[RT];
+  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
+  V acc[RT][RP][kVecs];
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int h = 0; h < 2; ++h) {  // sub-block 2c + h: the low nibbles, then the high ones
+      const int64_t k0 = c * 64 + 32 * h;
+      V sum[RT][RP][kVecs];
+      for (int t = 0; t < RT; ++t) {
+        for (int p = 0; p < RP; ++p)
+          for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Zero();
+      }
+      for (int l = 0; l < 32; ++l) {
+        V w[RP][kVecs];
+        for (int p = 0; p < RP; ++p) {
+          const uint8_t* nibbles = panels[p] + c * kQ4KChunkBytes + 4 * 4 * kPanelRows + l * kPanelRows;
+          for (int v = 0; v < kVecs; ++v) {
+            w[p][v] = h == 0 ? Isa::LoadU4Lo(nibbles + v * L) : Isa::LoadU4Hi(nibbles + v * L);
+          }
+        }
+        for (int t = 0; t < RT; ++t) {
+          const V xb = Isa::Set1(xs[t][k0 + l]);
+          for (int p = 0; p < RP; ++p)
+            for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Fma(w[p][v], xb, sum[t][p][v]);
+        }
+      }
+      for (int p = 0; p < RP; ++p) {
+        const float* scale = reinterpret_cast<const float*>(panels[p] + c * kQ4KChunkBytes) + h * kPanelRows;
+        const float* offset = scale + 2 * kPanelRows;
+        for (int v = 0; v < kVecs; ++v) {
+          const V sv = Isa::Load(scale + v * L), ov = Isa::Load(offset + v * L);
+          for (int t = 0; t < RT; ++t) {
+            acc[t][p][v] = Isa::Fma(sum[t][p][v], sv, acc[t][p][v]);
+            acc[t][p][v] = Isa::Fma(Isa::Set1(xsums[t][2 * c + h]), ov, acc[t][p][v]);
+          }
+        }
+      }
+    }
+  }
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
+}
+
+struct Q4KKernel {
+  static void Prepare(const MatMulArgs& a) {
+    const int64_t groups = a.w->cols() / 32;
+    q4k_xsums.resize(static_cast<size_t>(a.num_tokens * groups));
+    for (int t = 0; t < a.num_tokens; ++t) {
+      for (int64_t g = 0; g < groups; ++g) {
+        float s = 0.0f;
+        for (int l = 0; l < 32; ++l) s += a.x[t * a.ldx + g * 32 + l];
+        q4k_xsums[t * groups + g] = s;
+      }
+    }
+  }
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { Q4KPanelTile<RT, RP>(a, t0, p0); }
+};
+
 template <class P>
 struct FloatKernel {
   template <int RT, int RP>
@@ -199,6 +277,7 @@ void MatMulPanels(const MatMulArgs& a, int64_t p_begin, int64_t p_end) {
   // flight. Several tokens reuse each loaded column (compute bound): fewer panels, more tokens.
   constexpr int RP = Isa::kPanelTile;
   constexpr int RPD = Isa::kPanelTileDecode;
+  if constexpr (requires { Kn::Prepare(a); }) Kn::Prepare(a);
   int64_t p = p_begin;
   if (a.num_tokens == 1) {
     for (; p + RPD <= p_end; p += RPD) Kn::template Tile<1, RPD>(a, 0, p);
@@ -375,6 +454,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[2] = &MatMulPanels<FloatKernel<PanelBf16>>;
   t.matmul[3] = &MatMulPanels<QuantKernel<Q8Block>>;
   t.matmul[4] = &MatMulPanels<QuantKernel<Q4Block>>;
+  t.matmul[5] = &MatMulPanels<Q4KKernel>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

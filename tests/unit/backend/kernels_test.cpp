@@ -68,9 +68,10 @@ TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   ASSERT_NE(table, nullptr);
   // Odd row lengths; row counts that fill panels, leave a partial last panel, or span
   // several panel tiles; token counts covering every tile remainder.
-  for (int64_t cols : {32, 64, 96, 172, 1024}) {
-    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-      if ((type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) && cols % 32 != 0) continue;
+  for (int64_t cols : {32, 64, 96, 172, 256, 1024}) {
+    for (GgmlType type :
+         {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K}) {
+      if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values != 0) continue;
       const int64_t rows = cols == 1024 ? 77 : 13;
       EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
       for (int tokens : {1, 2, 3, 4, 5, 9}) {
@@ -94,8 +95,9 @@ TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
   // A token's result must not depend on which other tokens share the step (isolation and
   // greedy determinism under continuous batching).
   const KernelTable* table = KernelsFor(GetParam());
-  const int64_t rows = 70, cols = 160;
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+  const int64_t rows = 70, cols = 256;
+  for (GgmlType type :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K}) {
     EncodedMatrix m = Encode(type, Random(rows * cols, 3), rows, cols);
     const PackedMatrix packed(m.w);
     const std::vector<float> x = Random(7 * cols, 4);
