@@ -77,18 +77,32 @@ inline void StorePanelRows(const MatMulArgs& a, int t, int64_t p, int v, V acc) 
   for (int i = 0; r0 + i < a.w->rows() && i < L; ++i) y[i] = buf[i];
 }
 
+// A tile of RT tokens x RP panels: its panels, token rows and zeroed accumulators; and the
+// accumulators written to y.
+template <int RT, int RP>
+inline void StartTile(const MatMulArgs& a, int t0, int64_t p0, const uint8_t* (&panels)[RP], const float* (&xs)[RT],
+                      V (&acc)[RT][RP][kVecs]) {
+  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+}
+template <int RT, int RP>
+inline void StoreTile(const MatMulArgs& a, int t0, int64_t p0, const V (&acc)[RT][RP][kVecs]) {
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
+}
+
 // RT tokens x RP panels of F32/F16/BF16 weights: acc += w[k] * x[k] for k in order.
 template <class P, int RT, int RP>
 inline void FloatPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const int64_t K = a.w->cols();
   const uint8_t* panels[RP];
-  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
   const float* xs[RT];
-  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
   V acc[RT][RP][kVecs];
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  StartTile<RT, RP>(a, t0, p0, panels, xs, acc);
   for (int64_t k = 0; k < K; ++k) {
     V w[RP][kVecs];
     for (int p = 0; p < RP; ++p)
@@ -99,9 +113,7 @@ inline void FloatPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
         for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Fma(w[p][v], xb, acc[t][p][v]);
     }
   }
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
+  StoreTile<RT, RP>(a, t0, p0, acc);
 }
 
 // Quantized panels (kernels.h): per 32-column block the 16 rows' f16 scales, then the values.
@@ -126,13 +138,9 @@ template <class B, int RT, int RP>
 inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const int64_t blocks = a.w->cols() / 32;
   const uint8_t* panels[RP];
-  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
   const float* xs[RT];
-  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
   V acc[RT][RP][kVecs];
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  StartTile<RT, RP>(a, t0, p0, panels, xs, acc);
   for (int64_t b = 0; b < blocks; ++b) {
     V sum[RT][RP][kVecs];
     for (int t = 0; t < RT; ++t)
@@ -158,9 +166,7 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       }
     }
   }
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
+  StoreTile<RT, RP>(a, t0, p0, acc);
 }
 
 // Q4_K panels (kernels.h): per 64-column chunk, [2][16] f32 sub-block scales d * sc, [2][16]
@@ -178,13 +184,9 @@ inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const float* xsums[RT];
   for (int t = 0; t < RT; ++t) xsums[t] = q4k_xsums.data() + (t0 + t) * (chunks * 2);
   const uint8_t* panels[RP];
-  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
   const float* xs[RT];
-  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
   V acc[RT][RP][kVecs];
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+  StartTile<RT, RP>(a, t0, p0, panels, xs, acc);
   for (int64_t c = 0; c < chunks; ++c) {
     for (int h = 0; h < 2; ++h) {  // sub-block 2c + h: the low nibbles, then the high ones
       const int64_t k0 = c * 64 + 32 * h;
@@ -220,9 +222,7 @@ inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       }
     }
   }
-  for (int t = 0; t < RT; ++t)
-    for (int p = 0; p < RP; ++p)
-      for (int v = 0; v < kVecs; ++v) StorePanelRows(a, t0 + t, p0 + p, v, acc[t][p][v]);
+  StoreTile<RT, RP>(a, t0, p0, acc);
 }
 
 struct Q4KKernel {
