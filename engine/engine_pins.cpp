@@ -1,7 +1,8 @@
 // EngineCore: pinned prefixes (Engine::PinPrefix, ListPins, Unpin; see engine.h). The prompt
 // is prefilled by an ordinary request that samples one token (max_tokens 0 would finish it
-// without a step), whose full blocks land in the prefix cache when it finishes; the engine thread then pins them (KvCacheManager::PinPrefix)
-// and keeps the pin's description. Pin ids are "pin-<cache pin id>".
+// without a step), whose full blocks land in the prefix cache when it finishes; the engine
+// thread then pins them (KvCacheManager::PinPrefix) and keeps the pin's description. Pin ids
+// are "pin-<cache pin id>".
 #include <algorithm>
 #include <charconv>
 #include <chrono>

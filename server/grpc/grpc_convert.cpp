@@ -92,7 +92,9 @@ StatusOr<GenerationInput> ToGenerationInput(const v1::CreatePinRequest& in) {
   const int given = !in.prompt().empty() + (in.prompt_tokens_size() > 0) + (in.messages_size() > 0);
   if (given != 1) return InvalidArgumentError("set exactly one of prompt, prompt_tokens and messages");
   if (in.options().n() > 1) return InvalidArgumentError("options.n: a pin has one prompt and no choices");
-  if (!in.options().session_id().empty()) return InvalidArgumentError("options.session_id: a pin cannot belong to a chat session");
+  if (!in.options().session_id().empty()) {
+    return InvalidArgumentError("options.session_id: a pin cannot belong to a chat session");
+  }
   GenerationInput r;
   if (in.messages_size() > 0) {
     r.kind = ApiKind::kChat;
