@@ -3,7 +3,9 @@
 //
 // y[T][rows] = x[T][cols] * W^T for T = 1, 4, 16, 64 tokens per step, with
 //   ours f16 / ours bf16: cpu::PackedMatrix + Kernels().matmul, split over panel chunks with
-//                         OpenMP as CpuBackend::MatMuls does;
+//                         OpenMP as CpuBackend::MatMuls does (F32 compute);
+//   ours bf16 compute:    the F16 weights packed for --compute-dtype bf16 (BF16 pair panels);
+//                         the rounding of x to BF16 is timed;
 //   OpenBLAS f32:         cblas_sgemm (cblas_sgemv at T = 1) on the weights converted to F32;
 //   oneDNN bf16:          matmul primitive, bf16 src + bf16 weights (reordered once into the
 //                         layout oneDNN asks for), f32 dst; the f32 -> bf16 reorder of x is timed;
@@ -116,14 +118,15 @@ const Shape kShapes[] = {{"qkv", 1024 + 512 + 512, 1024, 8},
                          {"gate_up", 2 * 2816, 1024, 8},
                          {"down", 1024, 2816, 8},
                          {"output", 32000, 1024, 1}};
-const int kTokens[] = {1, 4, 16, 64};
-enum Method { kOursF16, kOursBf16, kBlas, kDnnlBf16, kDnnlF16, kNumMethods };
-const char* const kMethodNames[kNumMethods] = {"ours f16", "ours bf16", "OpenBLAS f32", "oneDNN bf16", "oneDNN f16"};
+const int kTokens[] = {1, 4, 16, 64, 256};
+enum Method { kOursF16, kOursBf16, kOursDot, kBlas, kDnnlBf16, kDnnlF16, kNumMethods };
+const char* const kMethodNames[kNumMethods] = {"ours f16", "ours bf16", "ours bf16 compute", "OpenBLAS f32",
+                                               "oneDNN bf16", "oneDNN f16"};
 
 struct Weights {
   std::vector<float> f32;
   std::vector<uint16_t> f16, bf16;
-  cpu::PackedMatrix packed_f16, packed_bf16;
+  cpu::PackedMatrix packed_f16, packed_bf16, packed_dot;
 };
 
 Weights MakeWeights(const Shape& s) {
@@ -145,6 +148,7 @@ Weights MakeWeights(const Shape& s) {
   m.type = GgmlType::kF16;
   m.data = reinterpret_cast<const uint8_t*>(w.f16.data());
   w.packed_f16 = cpu::PackedMatrix(m);
+  w.packed_dot = cpu::PackedMatrix(m, ComputeDtype::kBF16);
   m.type = GgmlType::kBF16;
   m.data = reinterpret_cast<const uint8_t*>(w.bf16.data());
   w.packed_bf16 = cpu::PackedMatrix(m);
@@ -153,14 +157,21 @@ Weights MakeWeights(const Shape& s) {
 
 // Our kernel over all panels, chunked over the threads like CpuBackend::MatMuls.
 void OursMatMul(const cpu::PackedMatrix& w, const float* x, int tokens, float* y) {
+  static std::vector<uint16_t> xb;
   cpu::MatMulArgs args;
+  if (w.takes_bf16()) {
+    args.ldxb = w.cols() + w.cols() % 2;
+    xb.resize(static_cast<size_t>(tokens * args.ldxb));
+    cpu::RoundToBf16(x, w.cols(), tokens, w.cols(), xb.data(), args.ldxb);
+    args.xb = xb.data();
+  }
   args.w = &w;
   args.x = x;
   args.ldx = w.cols();
   args.num_tokens = tokens;
   args.y = y;
   args.ldy = w.rows();
-  const cpu::MatMulRangeFn fn = cpu::Kernels().matmul[cpu::WeightKind(w.type())];
+  const cpu::MatMulRangeFn fn = cpu::Kernels().matmul[w.kind()];
   const int64_t panels = w.num_panels();
   const int64_t chunk = std::max<int64_t>(4, (panels / (kThreads * 4) + 3) / 4 * 4);
   const int64_t num_chunks = (panels + chunk - 1) / chunk;
@@ -268,7 +279,7 @@ int Main(int argc, char** argv) {
 
   const double min_s = o.quick ? 0.03 : 0.12;
   double us[std::size(kShapes)][std::size(kTokens)][kNumMethods];
-  bool have[kNumMethods] = {true, true, true, false, false};
+  bool have[kNumMethods] = {true, true, true, true, false, false};
   std::string dnnl_notes[kNumMethods];
   std::map<std::string, std::vector<std::string>> impls;  // oneDNN impl -> "matrix T"
   std::string accuracy;
@@ -282,8 +293,8 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
       std::vector<std::vector<float>> y(kNumMethods, std::vector<float>(static_cast<size_t>(T * s.rows)));
       for (int m = 0; m < kNumMethods; ++m) us[si][ti][m] = NAN;
-      for (const Method m : {kOursF16, kOursBf16}) {
-        const cpu::PackedMatrix& p = m == kOursF16 ? w.packed_f16 : w.packed_bf16;
+      for (const Method m : {kOursF16, kOursBf16, kOursDot}) {
+        const cpu::PackedMatrix& p = m == kOursF16 ? w.packed_f16 : m == kOursBf16 ? w.packed_bf16 : w.packed_dot;
         us[si][ti][m] = 1e6 * MedianSeconds([&] { OursMatMul(p, x.data(), T, y[m].data()); }, 5, min_s);
       }
       const int R = static_cast<int>(s.rows), K = static_cast<int>(s.cols);
@@ -324,7 +335,8 @@ int Main(int argc, char** argv) {
           if (!std::isnan(us[si][ti][m])) accuracy += fmt::format(" {} {:.2g};", kMethodNames[m], d_max[m]);
         }
         accuracy.back() = '.';
-        accuracy += " oneDNN rounds x to bf16 (8 significant bits); the others keep x in f32.\n\n";
+        accuracy += " oneDNN and ours bf16 compute round x to bf16 (8 significant bits); the others keep x in "
+                    "f32.\n\n";
       }
       std::fprintf(stderr, "%s T=%d done\n", s.name, T);
     }
@@ -346,7 +358,8 @@ int Main(int argc, char** argv) {
       *out += fmt::format(" {:.0f} |", t[m]);
       if (t[m] < t[best]) best = m;
     }
-    *out += fmt::format(" {} | {:.2f}x |\n", kMethodNames[best], std::min(t[kOursF16], t[kOursBf16]) / t[best]);
+    *out += fmt::format(" {} | {:.2f}x |\n", kMethodNames[best],
+                        std::min({t[kOursF16], t[kOursBf16], t[kOursDot]}) / t[best]);
   };
   std::string table = accuracy + head + rule;
   std::string summary = "\n### Whole pass (all matrix products of one forward step), µs\n\n| T |";

@@ -38,6 +38,7 @@ struct GenerateOptions {
   int threads = 0;
   std::string kv_dtype = "f16";
   std::string weight_dtype = "auto";
+  std::string compute_dtype = "f32";
   int block_size = 16;
   uint64_t kv_cache_memory = 0;
   bool json = false;
@@ -154,6 +155,9 @@ int RunGenerate(const GenerateOptions& o) {
 
   BackendConfig backend_config = BackendConfigFor(config);
   backend_config.num_threads = o.threads;
+  StatusOr<ComputeDtype> compute = ResolveComputeDtype(o.compute_dtype, backend_config.device);
+  if (!compute.ok()) return ReportError(kCommand, compute.status().message(), kExitUsageError);
+  backend_config.compute_dtype = *compute;
   StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_config, *model);
   if (!backend.ok()) return ReportError(kCommand, backend.status().message(), kExitRuntimeError);
   StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config, model, std::move(*backend));
@@ -200,6 +204,7 @@ void RegisterGenerateCommand(CommandRegistry& registry) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
   AddWeightDtypeOption(sub, &o->weight_dtype);
+  AddComputeDtypeOption(sub, &o->compute_dtype);
   sub->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
   sub->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));

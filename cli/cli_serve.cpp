@@ -263,9 +263,9 @@ int RunServe(ServeOptions& o) {
   StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);
   if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
   ctx.backend_name = plan->device;
-  LOG_INFO("device {}; KV cache: {} blocks x {} tokens ({}), {:.1f} MiB; max model len {}; host tier {} blocks; "
-           "prefix caching {}",
-           plan->device, plan->config.num_blocks, plan->config.kv.block_size, plan->kv_description,
+  LOG_INFO("device {} (compute {}); KV cache: {} blocks x {} tokens ({}), {:.1f} MiB; max model len {}; host tier "
+           "{} blocks; prefix caching {}",
+           plan->device, ComputeDtypeName(plan->compute_dtype), plan->config.num_blocks, plan->config.kv.block_size, plan->kv_description,
            static_cast<double>(plan->kv_bytes) / (1 << 20), plan->config.max_model_len, plan->config.num_host_blocks,
            plan->config.enable_prefix_caching ? "on" : "off");
   const Tokenizer& tok = model->tokenizer();

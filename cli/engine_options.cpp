@@ -108,6 +108,14 @@ void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype) {
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "q8_0"}));
 }
 
+void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype) {
+  app->add_option("--compute-dtype", *compute_dtype,
+                  "CPU matrix products: f32 (activations in F32, bit-exact across batch sizes), bf16 (activations "
+                  "and F32/F16/BF16 weights rounded to BF16, F32 sums; quantized weights as in f32) or auto (bf16 "
+                  "where this CPU's BF16 dot products measure faster)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+}
+
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
                   "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape, gemma2-tiny, "
@@ -123,6 +131,7 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
       ->check(CLI::Range(0, 1024));
   app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
   AddWeightDtypeOption(app, &f->weight_dtype);
+  AddComputeDtypeOption(app, &f->compute_dtype);
   app->add_option("--kv-keep", f->kv_keep,
                   "Layered precision: layers or KV heads kept at --kv-keep-dtype: layers=0,1 or heads=0:2,5:1");
   app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
@@ -221,6 +230,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   plan.kv_bytes = blocks * plan.block_bytes;
   plan.kv_description = spec->Describe();
   plan.num_threads = f.threads;
+  ASSIGN_OR_RETURN(plan.compute_dtype, ResolveComputeDtype(f.compute_dtype, plan.device));
   if (!f.inject_forward_faults.empty()) {
     ASSIGN_OR_RETURN(c.test_hooks.fail_forward, ParseForwardFaultSpec(f.inject_forward_faults));
   }
@@ -240,6 +250,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(EnginePlan* plan, std::shared_ptr
   EngineConfig& c = plan->config;
   BackendConfig backend_config = BackendConfigFor(c, plan->device);
   backend_config.num_threads = plan->num_threads;
+  backend_config.compute_dtype = plan->compute_dtype;
   backend_config.max_model_len = plan->requested_max_model_len;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_config, *model));
   if (plan->device == "cpu") return Engine::Create(c, std::move(model), std::move(backend));

@@ -38,6 +38,8 @@ struct ModelLoadOptions;
 // many-stream throughput: the quantized kernels unpack in float, which prefill pays for).
 ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype);
 void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);
+// --compute-dtype f32|bf16|auto (engine/backend/compute_dtype.h, ResolveComputeDtype).
+void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype);
 
 struct EngineFlags {
   std::string model = "synthetic:150m";
@@ -46,6 +48,7 @@ struct EngineFlags {
   int threads = 0;                    // 0: all cores
   std::string kv_dtype = "f16";
   std::string weight_dtype = "auto";  // auto: as the file stores them (see WeightLoadOptions)
+  std::string compute_dtype = "f32";  // f32 | bf16 | auto
   std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
   std::string kv_keep_dtype = "f16";
   int block_size = 16;
@@ -87,6 +90,7 @@ struct EnginePlan {
   uint64_t kv_cache_memory = 0;     // --kv-cache-memory (0: the device's default rule)
   double gpu_memory_utilization = 0.9;
   int num_threads = 0;
+  ComputeDtype compute_dtype = ComputeDtype::kF32;
   size_t block_bytes = 0;
   uint64_t kv_bytes = 0;
   std::string kv_description;  // KvSpec::Describe()

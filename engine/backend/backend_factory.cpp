@@ -29,15 +29,31 @@ StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfi
   return InvalidArgumentError("unknown device '" + std::string(requested) + "' (cpu, cuda or auto)");
 }
 
+StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device) {
+  if (device != "cpu") {
+    if (requested == "auto" || requested == "f32") return ComputeDtype::kF32;
+    return InvalidArgumentError("--compute-dtype " + std::string(requested) +
+                                ": only the CPU backend has a BF16 compute mode; use f32 or auto with --device " +
+                                std::string(device));
+  }
+  if (requested == "auto") return cpu::AutoComputeDtype();
+  if (std::optional<ComputeDtype> d = ParseComputeDtype(requested)) return *d;
+  return InvalidArgumentError("--compute-dtype: '" + std::string(requested) + "' is not f32, bf16 or auto");
+}
+
 StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model) {
   if (config.device == "cpu") {
     CpuBackendOptions options;
     options.limits = LimitsFor(config);
     options.num_threads = config.num_threads;
+    options.compute_dtype = config.compute_dtype;
     options.kv_store_hook = config.kv_store_hook;
     return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(model, options));
   }
   if (config.device == "cuda") {
+    if (config.compute_dtype != ComputeDtype::kF32) {
+      return InvalidArgumentError("--compute-dtype bf16: only the CPU backend has a BF16 compute mode");
+    }
     CudaBackendOptions options;
     options.limits = LimitsFor(config);
     options.max_model_len = config.max_model_len;

@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/compute_dtype.h"
 #include "engine/model/weights.h"
 
 namespace kvserve {
@@ -24,6 +25,7 @@ struct BackendConfig {
   int max_logits = 0;                 // logits rows per step (0: max_num_seqs, one per sequence;
                                       // scoring every prompt position needs more)
   int num_threads = 0;                // cpu: compute threads (0: OpenMP's default, all cores)
+  ComputeDtype compute_dtype = ComputeDtype::kF32;  // cpu only (compute_dtype.h)
   int max_model_len = 0;              // cuda: the longest sequence (0: the model's context)
   KvStoreHook kv_store_hook;          // cpu, benchmarks only (backend.h)
 };
@@ -36,6 +38,11 @@ struct BackendConfig {
 // reason; "cuda" for a model the CUDA backend does not implement (sliding windows, Gemma 2's
 // extras): UNIMPLEMENTED naming the architecture; anything else: INVALID_ARGUMENT.
 [[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model);
+
+// --compute-dtype: "f32", "bf16", or "auto" (bf16 where this CPU's native BF16 products
+// measure faster than F32 multiply-adds, see cpu::AutoComputeDtype); INVALID_ARGUMENT for
+// other text and for bf16 on a device that is not "cpu".
+[[nodiscard]] StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device);
 
 // REQUIRES: `model` outlives the backend.
 [[nodiscard]] StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model);

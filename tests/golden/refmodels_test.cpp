@@ -8,7 +8,16 @@
 //   |d lp|  the mean |our log-probability - the reference's| over the reference's top 10 is
 //           <= 0.03 (F16) or <= 0.15 (quantized).
 // llama.cpp rounds activations to the weights' type inside its matrix products, which we do
-// not, hence tolerances rather than equality (the README's numbers).
+// not in F32 compute, hence tolerances rather than equality (the README's numbers).
+//
+// BF16 compute (compute_dtype.h) does NOT stay within them: rounding F16 weights to BF16
+// (3 significand bits fewer) moves F16 models' log-probabilities by 0.02-0.11 on its own
+// (measured with F32 activations), and BF16 activations add to that; llama.cpp rounds
+// activations to F16 only. Measured: F16 models top-1 96.9-100 %, mean |d lp| 0.028-0.038
+// (qwen2-f16 0.152: its Q/K/V biases make attention sensitive); quantized ones (Q8_0/Q4_0/
+// Q4_K kernels keep F32 activations; other types are converted to F16 at load, then BF16)
+// top-1 89.8-95.3 %, mean <= 0.098. Its bounds below are those numbers with a margin: a
+// regression check, and the reason F32 is the default.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +38,11 @@ struct Thresholds {
   double top1;
   double mean_abs_logprob;
 };
-Thresholds For(const std::string& file) {
+Thresholds For(const std::string& file, ComputeDtype compute) {
+  if (compute == ComputeDtype::kBF16) {
+    if (file == "qwen2-f16.gguf") return Thresholds{0.95, 0.2};
+    return file.find("-q") != std::string::npos ? Thresholds{0.87, 0.15} : Thresholds{0.95, 0.05};
+  }
   // Measured exception: llama-q6_k agrees on 115 of 128 steps (89.8 %). Its 13 disagreements
   // are near-ties in the reference itself (top-2 margins 0.02-0.21 nats, against a mean
   // |d logprob| of 0.088 from llama.cpp's Q8_K activation rounding); F32 weights give the same
@@ -58,9 +71,9 @@ struct Agreement {
 };
 
 // Prompt in one batch, then each reference token forced in turn; compares every step.
-void TeacherForce(const Model& model, const nlohmann::json& ref, Agreement* a) {
+void TeacherForce(const Model& model, const nlohmann::json& ref, ComputeDtype compute, Agreement* a) {
   const ModelConfig& c = model.config();
-  testing::KvHarness h(model, testing::SpecFor(model, KvDtype::kF32, 16), {.num_blocks = 64});
+  testing::KvHarness h(model, testing::SpecFor(model, KvDtype::kF32, 16), {.num_blocks = 64}, compute);
 
   const auto tokens = ref["tokens"].get<std::vector<int32_t>>();
   // [first, last]: the 256 byte tokens of the SentencePiece vocabulary.
@@ -92,7 +105,9 @@ void TeacherForce(const Model& model, const nlohmann::json& ref, Agreement* a) {
   }
 }
 
-TEST(RefModelsTest, EveryReferenceModelMatchesLlamaCpp) {
+class RefModelsTest : public ::testing::TestWithParam<ComputeDtype> {};
+
+TEST_P(RefModelsTest, EveryReferenceModelMatchesLlamaCpp) {
   REQUIRE_SHARED_FILE(kRefs);
   std::map<std::string, std::vector<nlohmann::json>> by_model;
   std::ifstream in(testing::SharedPath(kRefs));
@@ -108,17 +123,20 @@ TEST(RefModelsTest, EveryReferenceModelMatchesLlamaCpp) {
     StatusOr<std::unique_ptr<Model>> model = Model::Load(testing::SharedPath("refmodels/" + file));
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     Agreement a;
-    for (const nlohmann::json& ref : refs) TeacherForce(**model, ref, &a);
+    for (const nlohmann::json& ref : refs) TeacherForce(**model, ref, GetParam(), &a);
     ASSERT_GT(a.steps, 0);
     const double top1 = static_cast<double>(a.top1) / a.steps;
     const double mean = a.abs_logprob_sum / a.compared;
-    std::printf("%-28s top-1 %5.1f %% of %d steps, |d logprob| mean %.4f max %.4f\n", file.c_str(), 100 * top1,
-                a.steps, mean, a.max_abs_logprob);
-    const Thresholds want = For(file);
+    std::printf("%-28s %s compute: top-1 %5.1f %% of %d steps, |d logprob| mean %.4f max %.4f\n", file.c_str(),
+                ComputeDtypeName(GetParam()).data(), 100 * top1, a.steps, mean, a.max_abs_logprob);
+    const Thresholds want = For(file, GetParam());
     EXPECT_GE(top1, want.top1);
     EXPECT_LE(mean, want.mean_abs_logprob);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Compute, RefModelsTest, ::testing::Values(ComputeDtype::kF32, ComputeDtype::kBF16),
+                         [](const auto& info) { return std::string(ComputeDtypeName(info.param)); });
 
 }  // namespace
 }  // namespace kvserve

@@ -38,14 +38,20 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
   gate_.resize(T * c.ffn_dim);
   up_.resize(T * c.ffn_dim);
   xlog_.resize(static_cast<size_t>(options.limits.max_logits) * c.dim);
+  if (options.compute_dtype == ComputeDtype::kBF16) {
+    const size_t rows = std::max<size_t>(T, options.limits.max_logits);
+    const size_t cols = static_cast<size_t>(std::max({c.dim, c.q_dim(), c.ffn_dim})) + 1;
+    xbf16_.resize(rows * cols);
+  }
 
   packed_layers_.reserve(c.num_layers);
+  const ComputeDtype cd = options.compute_dtype;
   for (const LayerWeights& L : model.weights().layers) {
-    packed_layers_.push_back({cpu::PackedMatrix(L.wq), cpu::PackedMatrix(L.wk), cpu::PackedMatrix(L.wv),
-                              cpu::PackedMatrix(L.wo), cpu::PackedMatrix(L.w_gate), cpu::PackedMatrix(L.w_up),
-                              cpu::PackedMatrix(L.w_down)});
+    packed_layers_.push_back({cpu::PackedMatrix(L.wq, cd), cpu::PackedMatrix(L.wk, cd), cpu::PackedMatrix(L.wv, cd),
+                              cpu::PackedMatrix(L.wo, cd), cpu::PackedMatrix(L.w_gate, cd),
+                              cpu::PackedMatrix(L.w_up, cd), cpu::PackedMatrix(L.w_down, cd)});
   }
-  packed_output_ = cpu::PackedMatrix(model.weights().output);
+  packed_output_ = cpu::PackedMatrix(model.weights().output, cd);
 
   const int half = c.rope_dim / 2;
   CHECK_LE(c.rope_dim, 256) << "rope dimension above 256 is not supported";
@@ -59,7 +65,8 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
       rope_cos_sin_[(static_cast<size_t>(p) * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
     }
   }
-  LOG_DEBUG("cpu backend: {} threads, kernels {}", num_threads_, kernels_->isa);
+  LOG_DEBUG("cpu backend: {} threads, kernels {}, compute {}", num_threads_, kernels_->isa,
+            ComputeDtypeName(options.compute_dtype));
 }
 
 CpuBackend::~CpuBackend() { std::free(kv_arena_); }
@@ -132,7 +139,15 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
   int64_t chunk = parallel ? total_panels / (num_threads_ * 4) : total_panels;
   chunk = std::max<int64_t>(4, (chunk + 3) / 4 * 4);
   int64_t num_chunks = 0;
-  for (const MatMulJob& j : jobs) num_chunks += (j.w->num_panels() + chunk - 1) / chunk;
+  bool takes_bf16 = false;
+  for (const MatMulJob& j : jobs) {
+    num_chunks += (j.w->num_panels() + chunk - 1) / chunk;
+    takes_bf16 = takes_bf16 || j.w->takes_bf16();
+  }
+  // The jobs share x: rounded to BF16 once for all of them.
+  const int64_t cols = jobs.begin()->w->cols();
+  const int64_t ldxb = cols + cols % 2;
+  if (takes_bf16) cpu::RoundToBf16(x, cols, num_tokens, cols, xbf16_.data(), ldxb);
 
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int64_t c = 0; c < num_chunks; ++c) {
@@ -152,7 +167,9 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
       args.num_tokens = num_tokens;
       args.y = j.y;
       args.ldy = j.w->rows();
-      kernels_->matmul[cpu::WeightKind(j.w->type())](args, p0, p1);
+      args.xb = xbf16_.data();
+      args.ldxb = ldxb;
+      kernels_->matmul[j.w->kind()](args, p0, p1);
       if (j.bias != nullptr) {
         const int64_t r1 = std::min(j.w->rows(), p1 * cpu::kPanelRows);
         for (int t = 0; t < num_tokens; ++t) {

@@ -14,6 +14,7 @@
 
 #include "cache/kv_spec.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/compute_dtype.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/weights.h"
 
@@ -22,6 +23,7 @@ namespace kvserve {
 struct CpuBackendOptions {
   BackendLimits limits;
   int num_threads = 0;  // 0: OpenMP's default (all cores)
+  ComputeDtype compute_dtype = ComputeDtype::kF32;  // compute_dtype.h
   KvStoreHook kv_store_hook;  // benchmarks only (backend.h); empty in the server
 };
 
@@ -98,6 +100,7 @@ class CpuBackend final : public Backend {
   std::vector<float> gate_;   // [T][ffn]
   std::vector<float> up_;     // [T][ffn]
   std::vector<float> xlog_;   // [max_logits][dim]
+  std::vector<uint16_t> xbf16_;  // a MatMuls input rounded to BF16 (bf16 compute)
   // Attention workspace per thread: acc [n_rep][head_dim], scores [n_rep][block],
   // max [n_rep], sum [n_rep].
   std::vector<float> attn_ws_;

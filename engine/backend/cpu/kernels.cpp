@@ -22,6 +22,7 @@ bool CpuHasAvx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && CpuHasF16c();
 }
+bool CpuHasAvx512Bf16() { return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16"); }
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c(); }
 
 const KernelTable& ChooseKernels() {
@@ -29,16 +30,66 @@ const KernelTable& ChooseKernels() {
     if (const KernelTable* t = KernelsFor(forced)) return *t;
     LOG_WARN("KVSERVE_ISA={} is not available on this CPU; choosing automatically", forced);
   }
+  if (CpuHasAvx512Bf16()) return Avx512Bf16Kernels();
   if (CpuHasAvx512()) return Avx512Kernels();
   if (CpuHasAvx2()) return Avx2Kernels();
   return GenericKernels();
 }
 
+// RoundToBf16's rounding of one value (branch-free, so loops of it vectorise).
+inline uint16_t RoundBf16(float f) {
+  const uint32_t u = BitsFromF32(f);
+  const uint32_t abs = u & 0x7FFFFFFF;
+  uint32_t r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16;  // nearest even
+  r = abs > 0x7F800000 ? (u >> 16) | 0x40 : r;         // NaN: quiet
+  r = abs < 0x00800000 ? (u >> 16) & 0x8000 : r;       // subnormal: signed zero
+  return static_cast<uint16_t>(r);
+}
+
+float WeightValue(GgmlType type, const uint8_t* row, int64_t k) {
+  uint16_t h;
+  switch (type) {
+    case GgmlType::kF32: {
+      float f;
+      std::memcpy(&f, row + 4 * k, 4);
+      return f;
+    }
+    case GgmlType::kF16: std::memcpy(&h, row + 2 * k, 2); return F16ToF32(h);
+    default: std::memcpy(&h, row + 2 * k, 2); return Bf16ToF32(h);
+  }
+}
+
 }  // namespace
 
-PackedMatrix::PackedMatrix(const WeightMatrix& w) : type_(w.type), rows_(w.rows), cols_(w.cols) {
-  CHECK(WeightKind(w.type) >= 0) << "cannot pack " << GgmlTypeName(w.type);
+void RoundToBf16(const float* x, int64_t ldx, int num_tokens, int64_t cols, uint16_t* xb, int64_t ldxb) {
+  for (int t = 0; t < num_tokens; ++t) {
+    const float* src = x + t * ldx;
+    uint16_t* dst = xb + t * ldxb;
+    for (int64_t k = 0; k < cols; ++k) dst[k] = RoundBf16(src[k]);
+    if (cols % 2 != 0) dst[cols] = 0;
+  }
+}
+
+PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
+    : type_(w.type), kind_(WeightKind(w.type)), rows_(w.rows), cols_(w.cols) {
+  CHECK(kind_ >= 0) << "cannot pack " << GgmlTypeName(w.type);
   num_panels_ = (rows_ + kPanelRows - 1) / kPanelRows;
+  if (compute == ComputeDtype::kBF16 && kind_ <= 2) {
+    kind_ = kBf16PairKind;
+    const int64_t pairs = (cols_ + 1) / 2;
+    panel_bytes_ = (static_cast<size_t>(pairs) * kPanelRows * 4 + 63) / 64 * 64;
+    data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
+    CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
+    std::memset(data_.get(), 0, nbytes());
+    for (int64_t r = 0; r < rows_; ++r) {
+      uint16_t* panel = reinterpret_cast<uint16_t*>(data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_);
+      const int lane = static_cast<int>(r % kPanelRows);
+      for (int64_t k = 0; k < cols_; ++k) {
+        panel[((k / 2) * kPanelRows + lane) * 2 + k % 2] = RoundBf16(WeightValue(w.type, w.row(r), k));
+      }
+    }
+    return;
+  }
   const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
   const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0, q4k = w.type == GgmlType::kQ4_K;
   // Quantized: per 32-column block, 16 f16 scales, then the values (32 or 16 bytes per row).
@@ -116,8 +167,22 @@ const KernelTable& Kernels() {
   return table;
 }
 
+bool CpuHasBf16Dot() { return CpuHasAvx512Bf16(); }
+
+ComputeDtype AutoComputeDtype() {
+  static const ComputeDtype chosen = [] {
+    if (!CpuHasBf16Dot()) return ComputeDtype::kF32;
+    const double speedup = Bf16DotSpeedup();
+    LOG_INFO("compute dtype auto: BF16 pair products run at {:.2f}x the F32 multiply-add rate here: {}", speedup,
+             speedup >= 1.5 ? "bf16" : "f32");
+    return speedup >= 1.5 ? ComputeDtype::kBF16 : ComputeDtype::kF32;
+  }();
+  return chosen;
+}
+
 const KernelTable* KernelsFor(std::string_view isa) {
   if (isa == "generic") return &GenericKernels();
+  if (isa == "avx512bf16") return CpuHasAvx512Bf16() ? &Avx512Bf16Kernels() : nullptr;
   if (isa == "avx2") return CpuHasAvx2() ? &Avx2Kernels() : nullptr;
   if (isa == "avx512") return CpuHasAvx512() ? &Avx512Kernels() : nullptr;
   return nullptr;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/kv_spec.h"
+#include "engine/backend/compute_dtype.h"
 #include "engine/model/weights.h"
 
 namespace kvserve::cpu {
@@ -25,16 +26,29 @@ namespace kvserve::cpu {
 // Q4_K panels hold per 64-column chunk the rows' two sub-block scales and offsets in f32,
 // then their 32 GGUF bytes (0.75 bytes per weight; the file's 0.5625 packs the scales in 6
 // bits).
+// BF16 pair panels (ComputeDtype::kBF16 for F32/F16/BF16 matrices) hold [cols / 2][16][2]
+// BF16 values: for each pair of columns, the 16 rows' two values side by side, as `vdpbf16ps`
+// reads them (an odd column count gets a zero column).
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
+
+// Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, and
+// BF16 pair panels.
+inline constexpr int kBf16PairKind = 6;
+inline constexpr int kNumMatMulKinds = 7;
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs F32, F16, BF16, Q8_0, Q4_0 or Q4_K rows (CHECK-fails on other types).
-  explicit PackedMatrix(const WeightMatrix& w);
+  // Packs F32, F16, BF16, Q8_0, Q4_0 or Q4_K rows (CHECK-fails on other types); with kBF16,
+  // F32/F16/BF16 rows become BF16 pair panels.
+  explicit PackedMatrix(const WeightMatrix& w, ComputeDtype compute = ComputeDtype::kF32);
 
   GgmlType type() const { return type_; }
+  // The KernelTable::matmul entry that reads these panels.
+  int kind() const { return kind_; }
+  // BF16 pair panels: their products take the activations rounded by RoundToBf16.
+  bool takes_bf16() const { return kind_ == kBf16PairKind; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   int64_t num_panels() const { return num_panels_; }
@@ -46,6 +60,7 @@ class PackedMatrix {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   GgmlType type_ = GgmlType::kF32;
+  int kind_ = 0;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   int64_t num_panels_ = 0;
@@ -53,7 +68,8 @@ class PackedMatrix {
   std::unique_ptr<uint8_t, Free> data_;
 };
 
-// y[t * ldy + r] = dot(x[t * ldx + 0 .. cols), row r of w), for t < num_tokens.
+// y[t * ldy + r] = dot(x[t * ldx + 0 .. cols), row r of w), for t < num_tokens. BF16 pair
+// panels read xb instead: x rounded by RoundToBf16 (ldxb >= cols rounded up to even).
 struct MatMulArgs {
   const PackedMatrix* w = nullptr;
   const float* x = nullptr;
@@ -61,7 +77,14 @@ struct MatMulArgs {
   int num_tokens = 0;
   float* y = nullptr;
   int64_t ldy = 0;
+  const uint16_t* xb = nullptr;
+  int64_t ldxb = 0;
 };
+
+// xb[t * ldxb + k] = x[t * ldx + k] rounded to BF16 (nearest even, NaN kept quiet, BF16
+// subnormals flushed to signed zero as vdpbf16ps reads them), for k < cols; a zero at
+// k = cols when cols is odd. The same bits on every CPU.
+void RoundToBf16(const float* x, int64_t ldx, int num_tokens, int64_t cols, uint16_t* xb, int64_t ldxb);
 // Computes the rows of panels [panel_begin, panel_end) of y. Each output accumulates over the
 // columns in order with the same operations whatever the number of tokens, so a token's
 // result never depends on the other tokens of the step.
@@ -82,24 +105,36 @@ using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int 
 
 struct KernelTable {
   std::string_view isa;
-  // Indexed by WeightKind(type).
-  MatMulRangeFn matmul[6];
+  // Indexed by PackedMatrix::kind().
+  MatMulRangeFn matmul[kNumMatMulKinds];
   // Indexed by static_cast<int>(KvDtype).
   KvDotFn kv_dot[5];
   KvAxpyFn kv_axpy[5];
 };
 
-// 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k; -1 for types the kernels do not take.
+// The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k; -1 for types the
+// kernels do not take.
 int WeightKind(GgmlType type);
 
-// The best table for this CPU (overridable with KVSERVE_ISA=avx512|avx2|generic).
+// The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).
 const KernelTable& Kernels();
-// A specific table, or nullptr when this CPU cannot run it. isa: "avx512", "avx2", "generic".
+// A specific table, or nullptr when this CPU cannot run it. isa: "avx512bf16" (AVX-512 with
+// vdpbf16ps), "avx512" (BF16 products emulated), "avx2", "generic".
 const KernelTable* KernelsFor(std::string_view isa);
+// Whether this CPU multiplies BF16 pairs natively (AVX512-BF16).
+bool CpuHasBf16Dot();
+// Multiply-adds per second of vdpbf16ps over those of F32 FMAs, measured on this core in
+// about 10 ms (registers only). REQUIRES: CpuHasBf16Dot(). Zen 4 runs a vdpbf16ps at an FMA's
+// rate (2x the multiply-adds); some Intel cores at a quarter of it (0.5x).
+double Bf16DotSpeedup();
+// --compute-dtype auto: kBF16 where native BF16 products measure at least 1.5x F32's rate
+// (measured once per process), else kF32.
+ComputeDtype AutoComputeDtype();
 
 // Per-ISA tables, defined in kernels_<isa>.cpp.
 const KernelTable& GenericKernels();
 const KernelTable& Avx2Kernels();
 const KernelTable& Avx512Kernels();
+const KernelTable& Avx512Bf16Kernels();
 
 }  // namespace kvserve::cpu

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "engine/backend/cpu/kernels.h"
 
@@ -15,6 +16,8 @@ struct Isa {
   static constexpr int kTokenTile = 2;
   static constexpr int kPanelTile = 1;
   static constexpr int kPanelTileDecode = 2;
+  static constexpr int kBf16TokenTile = 2;
+  static constexpr int kBf16PanelTile = 1;
   static V Zero() { return _mm256_setzero_ps(); }
   static V Set1(float x) { return _mm256_set1_ps(x); }
   static V Load(const float* p) { return _mm256_loadu_ps(p); }
@@ -74,6 +77,22 @@ struct Isa {
     std::memcpy(p, buf, sizeof(float) * n);
   }
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
+  // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as
+  // vdpbf16ps does.
+  using VP = __m256i;
+  static VP LoadPairs(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static VP SetPair(const uint16_t* p) {
+    int32_t w;
+    std::memcpy(&w, p, 4);
+    return _mm256_set1_epi32(w);
+  }
+  static V DotPairs(V acc, VP w, VP x) {
+    const __m256i hi = _mm256_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, hi)), _mm256_castsi256_ps(_mm256_and_si256(x, hi)),
+                          acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+                           acc);
+  }
 };
 
 #include "engine/backend/cpu/kernels_impl.h"

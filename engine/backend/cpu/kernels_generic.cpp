@@ -1,6 +1,7 @@
 // Portable C++ kernels: the fallback for CPUs without AVX2, and the reference the SIMD
 // tables are tested against.
 #include <cstring>
+#include <type_traits>
 
 #include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
@@ -14,6 +15,8 @@ struct Isa {
   static constexpr int kTokenTile = 1;
   static constexpr int kPanelTile = 1;
   static constexpr int kPanelTileDecode = 1;
+  static constexpr int kBf16TokenTile = 1;
+  static constexpr int kBf16PanelTile = 1;
   static V Zero() { return 0.0f; }
   static V Set1(float x) { return x; }
   static V Load(const float* p) { return *p; }
@@ -53,6 +56,19 @@ struct Isa {
     std::memcpy(p, buf, sizeof(float) * n);
   }
   static float F16(uint16_t h) { return F16ToF32(h); }
+  // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
+  using VP = uint32_t;
+  static VP LoadPairs(const uint16_t* p) {
+    VP w;
+    std::memcpy(&w, p, 4);
+    return w;
+  }
+  static VP SetPair(const uint16_t* p) { return LoadPairs(p); }
+  // Each product of two BF16 values is exact in F32: one rounding per addition, as an FMA.
+  static V DotPairs(V acc, VP w, VP x) {
+    acc += F32FromBits(w & 0xFFFF0000u) * F32FromBits(x & 0xFFFF0000u);
+    return acc + F32FromBits(w << 16) * F32FromBits(x << 16);
+  }
 };
 
 #include "engine/backend/cpu/kernels_impl.h"

@@ -9,6 +9,10 @@
 //   V LoadU4Lo(const uint8_t*), LoadU4Hi(const uint8_t*);  // (nibble - 8) of L bytes
 //   V Fma(V a, V b, V c) /* a*b + c */; V Mul(V, V); float Reduce(V); float F16(uint16_t);
 //   V LoadN/LoadF16N/LoadBf16N/LoadI8N(p, n), void StoreN(p, V, n)  // first n < L lanes, rest 0
+//   using VP;                     // L pairs of BF16 values
+//   VP LoadPairs(const uint16_t*); VP SetPair(const uint16_t*);  // 2L values; one pair to all
+//   V DotPairs(V acc, VP w, VP x);  // per lane: acc += w1 * x1, then acc += w0 * x0 (vdpbf16ps)
+//   static constexpr int kBf16TokenTile, kBf16PanelTile;
 //
 // Tails shorter than L use the partial loads, so every function handles any length (head
 // dims below L, e.g. 8, are common in small models).
@@ -79,11 +83,18 @@ inline void StorePanelRows(const MatMulArgs& a, int t, int64_t p, int v, V acc) 
 
 // A tile of RT tokens x RP panels: its panels, token rows and zeroed accumulators; and the
 // accumulators written to y.
-template <int RT, int RP>
-inline void StartTile(const MatMulArgs& a, int t0, int64_t p0, const uint8_t* (&panels)[RP], const float* (&xs)[RT],
+// xs are the F32 rows (X = float) or the BF16 ones (X = uint16_t).
+template <int RT, int RP, class X>
+inline void StartTile(const MatMulArgs& a, int t0, int64_t p0, const uint8_t* (&panels)[RP], const X* (&xs)[RT],
                       V (&acc)[RT][RP][kVecs]) {
   for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
-  for (int t = 0; t < RT; ++t) xs[t] = a.x + (t0 + t) * a.ldx;
+  for (int t = 0; t < RT; ++t) {
+    if constexpr (std::is_same_v<X, float>) {
+      xs[t] = a.x + (t0 + t) * a.ldx;
+    } else {
+      xs[t] = a.xb + (t0 + t) * a.ldxb;
+    }
+  }
   for (int t = 0; t < RT; ++t)
     for (int p = 0; p < RP; ++p)
       for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
@@ -111,6 +122,29 @@ inline void FloatPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       const V xb = Isa::Set1(xs[t][k]);
       for (int p = 0; p < RP; ++p)
         for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Fma(w[p][v], xb, acc[t][p][v]);
+    }
+  }
+  StoreTile<RT, RP>(a, t0, p0, acc);
+}
+
+// RT tokens x RP BF16 pair panels: per pair of columns, acc = DotPairs(acc, w pair, x pair).
+template <int RT, int RP>
+inline void Bf16PairTile(const MatMulArgs& a, int t0, int64_t p0) {
+  const int64_t pairs = (a.w->cols() + 1) / 2;
+  const uint8_t* panels[RP];
+  const uint16_t* xs[RT];
+  V acc[RT][RP][kVecs];
+  StartTile<RT, RP>(a, t0, p0, panels, xs, acc);
+  for (int64_t k = 0; k < pairs; ++k) {
+    typename Isa::VP w[RP][kVecs];
+    for (int p = 0; p < RP; ++p) {
+      const uint16_t* column = reinterpret_cast<const uint16_t*>(panels[p]) + k * kPanelRows * 2;
+      for (int v = 0; v < kVecs; ++v) w[p][v] = Isa::LoadPairs(column + v * L * 2);
+    }
+    for (int t = 0; t < RT; ++t) {
+      const typename Isa::VP xp = Isa::SetPair(xs[t] + 2 * k);
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::DotPairs(acc[t][p][v], w[p][v], xp);
     }
   }
   StoreTile<RT, RP>(a, t0, p0, acc);
@@ -225,7 +259,15 @@ inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   StoreTile<RT, RP>(a, t0, p0, acc);
 }
 
-struct Q4KKernel {
+// Register tile shapes: tokens per tile with several tokens, panels per tile then, and panels
+// per tile for a single token.
+struct IsaTiles {
+  static constexpr int kTokenTile = Isa::kTokenTile;
+  static constexpr int kPanelTile = Isa::kPanelTile;
+  static constexpr int kPanelTileDecode = Isa::kPanelTileDecode;
+};
+
+struct Q4KKernel : IsaTiles {
   static void Prepare(const MatMulArgs& a) {
     const int64_t groups = a.w->cols() / 32;
     q4k_xsums.resize(static_cast<size_t>(a.num_tokens * groups));
@@ -242,41 +284,51 @@ struct Q4KKernel {
 };
 
 template <class P>
-struct FloatKernel {
+struct FloatKernel : IsaTiles {
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { FloatPanelTile<P, RT, RP>(a, t0, p0); }
 };
+struct Bf16PairKernel {
+  static constexpr int kTokenTile = Isa::kBf16TokenTile;
+  static constexpr int kPanelTile = Isa::kBf16PanelTile;
+  static constexpr int kPanelTileDecode = Isa::kPanelTileDecode;
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) { Bf16PairTile<RT, RP>(a, t0, p0); }
+};
 template <class B>
-struct QuantKernel {
+struct QuantKernel : IsaTiles {
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { QuantPanelTile<B, RT, RP>(a, t0, p0); }
 };
 
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
 // them, so a step reads its weights from memory once.
+// The last `rest` < kTokenTile tokens in one tile of that many.
+template <class Kn, int RP, int N>
+inline void RestTile(const MatMulArgs& a, int64_t p0, int t, int rest) {
+  if constexpr (N > 0) {
+    if (rest == N) {
+      Kn::template Tile<N, RP>(a, t, p0);
+    } else {
+      RestTile<Kn, RP, N - 1>(a, p0, t, rest);
+    }
+  }
+}
+
 template <class Kn, int RP>
 inline void TokenTiles(const MatMulArgs& a, int64_t p0) {
-  constexpr int kT = Isa::kTokenTile;
+  constexpr int kT = Kn::kTokenTile;
   int t = 0;
   for (; t + kT <= a.num_tokens; t += kT) Kn::template Tile<kT, RP>(a, t, p0);
-  const int rest = a.num_tokens - t;
-  if constexpr (kT > 3) {
-    if (rest == 3) Kn::template Tile<3, RP>(a, t, p0);
-  }
-  if constexpr (kT > 2) {
-    if (rest == 2) Kn::template Tile<2, RP>(a, t, p0);
-  }
-  if constexpr (kT > 1) {
-    if (rest == 1) Kn::template Tile<1, RP>(a, t, p0);
-  }
+  RestTile<Kn, RP, kT - 1>(a, p0, t, a.num_tokens - t);
 }
 
 template <class Kn>
 void MatMulPanels(const MatMulArgs& a, int64_t p_begin, int64_t p_end) {
   // One token reads each weight once (memory bound): more panels at once keep more loads in
   // flight. Several tokens reuse each loaded column (compute bound): fewer panels, more tokens.
-  constexpr int RP = Isa::kPanelTile;
-  constexpr int RPD = Isa::kPanelTileDecode;
+  constexpr int RP = Kn::kPanelTile;
+  constexpr int RPD = Kn::kPanelTileDecode;
   if constexpr (requires { Kn::Prepare(a); }) Kn::Prepare(a);
   int64_t p = p_begin;
   if (a.num_tokens == 1) {
@@ -455,6 +507,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[3] = &MatMulPanels<QuantKernel<Q8Block>>;
   t.matmul[4] = &MatMulPanels<QuantKernel<Q4Block>>;
   t.matmul[5] = &MatMulPanels<Q4KKernel>;
+  t.matmul[kBf16PairKind] = &MatMulPanels<Bf16PairKernel>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -43,11 +43,14 @@ inline KvSpec SpecFor(const Model& model, KvDtype dtype, int block_size) {
 }
 
 struct KvHarness {
-  KvHarness(const Model& m, const KvSpec& spec, KvCacheManagerConfig config) : model(m) {
+  KvHarness(const Model& m, const KvSpec& spec, KvCacheManagerConfig config,
+            ComputeDtype compute = ComputeDtype::kF32)
+      : model(m) {
     config.test_hooks.verify_each_operation = true;
     cache = std::make_unique<KvCacheManager>(spec, config);
     CpuBackendOptions bo;
     bo.limits.max_num_tokens = 256;
+    bo.compute_dtype = compute;
     backend = std::make_unique<CpuBackend>(m, bo);
     CHECK(backend->InitKvCache(cache->spec(), config.num_blocks).ok());
     runner = std::make_unique<ModelRunner>(backend.get(), cache.get(), m.config().vocab_size);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/kernels.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
@@ -126,6 +127,23 @@ TEST_F(EngineOptionsTest, CreateEngineServes) {
 
 namespace kvserve {
 namespace {
+
+TEST_F(EngineOptionsTest, ComputeDtypeIsResolvedForTheDevice) {
+  EngineFlags f;
+  f.device = "cpu";
+  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kF32);  // the default
+  f.compute_dtype = "bf16";
+  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kBF16);
+  f.compute_dtype = "auto";
+  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ResolveComputeDtype("auto", "cpu").value());
+  // auto picks bf16 only where the CPU multiplies BF16 pairs natively.
+  if (ResolveComputeDtype("auto", "cpu").value() == ComputeDtype::kBF16) {
+    EXPECT_TRUE(cpu::CpuHasBf16Dot());
+  }
+  EXPECT_EQ(ResolveComputeDtype("auto", "cuda").value(), ComputeDtype::kF32);
+  EXPECT_EQ(ResolveComputeDtype("bf16", "cuda").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveComputeDtype("fp8", "cpu").status().code(), StatusCode::kInvalidArgument);
+}
 
 TEST(ParseKvKeepTest, AcceptsLayersHeadsAndBareForms) {
   auto layers = ParseKvKeep("layers=0,1,31");
