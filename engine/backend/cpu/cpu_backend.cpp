@@ -307,12 +307,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           sum[r] *= rescale;
           max[r] = block_max;
         }
-        float block_sum = 0.0f;
-        for (int j = 0; j < krows.n; ++j) {
-          sc[j] = std::exp(sc[j] - max[r]);
-          block_sum += sc[j];
-        }
-        sum[r] += block_sum;
+        sum[r] += kernels_->exp_sub_sum(sc, krows.n, max[r]);
         axpy(sc, vrows, hd, s.group_size(), acc + r * hd);
       }
     }

@@ -2,6 +2,7 @@
 // engine/backend/CMakeLists.txt) and only called after a CPU feature check.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -77,6 +78,23 @@ struct Isa {
     std::memcpy(p, buf, sizeof(float) * n);
   }
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
+  static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V Max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V RoundNearest(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V Scale2(V y, V n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  }
+  static V ZeroWhereLess(V y, V x, float bound) {
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(bound), _CMP_GE_OQ));
+  }
+  // Pairwise horizontal adds: lane r ends up with the sum of rows[r].
+  static V ReduceRows(const V (&rows)[L]) {
+    const V t0 = _mm256_hadd_ps(rows[0], rows[1]), t1 = _mm256_hadd_ps(rows[2], rows[3]);
+    const V t2 = _mm256_hadd_ps(rows[4], rows[5]), t3 = _mm256_hadd_ps(rows[6], rows[7]);
+    const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half: rows 0-3, 4-7
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as
   // vdpbf16ps does.
   using VP = __m256i;

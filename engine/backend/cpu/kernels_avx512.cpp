@@ -2,6 +2,7 @@
 // engine/backend/CMakeLists.txt) and only called after a CPU feature check.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 

@@ -51,6 +51,35 @@ struct Isa {
   }
   static void StoreN(float* p, V v, int n) { _mm512_mask_storeu_ps(p, Mask(n), v); }
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
+  static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V Max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V RoundNearest(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V Scale2(V y, V n) { return _mm512_scalef_ps(y, n); }
+  static V ZeroWhereLess(V y, V x, float bound) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(bound), _CMP_GE_OQ), y);
+  }
+  // 16 rows -> one vector of their sums: halve the partial sums per row three times with
+  // 128-bit-lane shuffles, then a permute puts row r in lane r.
+  static V ReduceRows(const V (&rows)[L]) {
+    V s[8];  // rows 2i, 2i+1: quarters [2i: q0+q2, q1+q3 | 2i+1: q0+q2, q1+q3]
+    for (int i = 0; i < 8; ++i) {
+      s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(rows[2 * i], rows[2 * i + 1], 0x44),
+                           _mm512_shuffle_f32x4(rows[2 * i], rows[2 * i + 1], 0xEE));
+    }
+    V u[4];  // quarter k = row 4i + k, 4 partial sums
+    for (int i = 0; i < 4; ++i) {
+      u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
+                           _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    }
+    // Quarter k: [row k, row 4+k, row k, row 4+k] (two partials each), then rows 8+k, 12+k.
+    const V w0 = _mm512_add_ps(_mm512_unpacklo_ps(u[0], u[1]), _mm512_unpackhi_ps(u[0], u[1]));
+    const V w1 = _mm512_add_ps(_mm512_unpacklo_ps(u[2], u[3]), _mm512_unpackhi_ps(u[2], u[3]));
+    // Quarter k: rows k, 4+k, 8+k, 12+k: lane 4k + j holds row 4j + k.
+    const V x = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(w0), _mm512_castps_pd(w1))),
+                              _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(w0), _mm512_castps_pd(w1))));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, x);
+  }
   // BF16 pairs (kernels_impl.h): vdpbf16ps where the file is compiled for it, else two FMAs
   // (each product is exact, so they round as the instruction does).
   using VP = __m512i;

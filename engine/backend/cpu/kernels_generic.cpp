@@ -1,5 +1,6 @@
 // Portable C++ kernels: the fallback for CPUs without AVX2, and the reference the SIMD
 // tables are tested against.
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -56,6 +57,12 @@ struct Isa {
     std::memcpy(p, buf, sizeof(float) * n);
   }
   static float F16(uint16_t h) { return F16ToF32(h); }
+  static V Add(V a, V b) { return a + b; }
+  static V Max(V a, V b) { return a > b ? a : b; }
+  static V RoundNearest(V x) { return std::nearbyint(x); }
+  static V Scale2(V y, V n) { return std::ldexp(y, static_cast<int>(n)); }
+  static V ZeroWhereLess(V y, V x, float bound) { return x >= bound ? y : 0.0f; }
+  static V ReduceRows(const V (&rows)[L]) { return rows[0]; }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
   using VP = uint32_t;
   static VP LoadPairs(const uint16_t* p) {

@@ -13,6 +13,10 @@
 //   VP LoadPairs(const uint16_t*); VP SetPair(const uint16_t*);  // 2L values; one pair to all
 //   V DotPairs(V acc, VP w, VP x);  // per lane: acc += w1 * x1, then acc += w0 * x0 (vdpbf16ps)
 //   static constexpr int kBf16TokenTile, kBf16PanelTile;
+//   V Add(V, V); V Max(V, V); V RoundNearest(V);
+//   V Scale2(V y, V n);             // y * 2^n for integer-valued n in [-126, 127]
+//   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
+//   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
 //
 // Tails shorter than L use the partial loads, so every function handles any length (head
 // dims below L, e.g. 8, are common in small models).
@@ -355,6 +359,47 @@ inline V LoadKvFloat(const uint8_t* row, int k, int n) {
 
 inline V LoadI8Tail(const int8_t* p, int n) { return Isa::LoadI8N(p, n); }
 
+// exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial in r,
+// then scaled by 2^n); x < -87 (e^-87 = 1.6e-38, the smallest normal range) gives 0.
+inline V ExpNonPositive(V x) {
+  const V xc = Isa::Max(x, Isa::Set1(-87.0f));
+  const V n = Isa::RoundNearest(Isa::Mul(xc, Isa::Set1(1.44269504088896341f)));
+  V r = Isa::Fma(n, Isa::Set1(-0.693359375f), xc);
+  r = Isa::Fma(n, Isa::Set1(2.12194440e-4f), r);
+  V p = Isa::Set1(1.9875691500e-4f);
+  p = Isa::Fma(p, r, Isa::Set1(1.3981999507e-3f));
+  p = Isa::Fma(p, r, Isa::Set1(8.3334519073e-3f));
+  p = Isa::Fma(p, r, Isa::Set1(4.1665795894e-2f));
+  p = Isa::Fma(p, r, Isa::Set1(1.6666665459e-1f));
+  p = Isa::Fma(p, r, Isa::Set1(5.0000001201e-1f));
+  const V y = Isa::Add(Isa::Fma(Isa::Mul(p, r), r, r), Isa::Set1(1.0f));  // 1 + r + r^2 p(r)
+  return Isa::ZeroWhereLess(Isa::Scale2(y, n), x, -87.0f);
+}
+
+inline float ExpSubSum(float* s, int n, float max) {
+  const V neg_max = Isa::Set1(-max);
+  V total = Isa::Zero();
+  for (int j = 0; j < n; j += L) {
+    const int m = n - j < L ? n - j : L;
+    V x;
+    if (m == L) {
+      x = Isa::Load(s + j);
+    } else {  // lanes past n: -inf, so they add 0
+      alignas(64) float buf[L];
+      for (int i = 0; i < L; ++i) buf[i] = i < m ? s[j + i] : -INFINITY;
+      x = Isa::Load(buf);
+    }
+    const V e = ExpNonPositive(Isa::Add(x, neg_max));
+    total = Isa::Add(total, e);
+    if (m == L) {
+      Isa::Store(s + j, e);
+    } else {
+      Isa::StoreN(s + j, e, m);
+    }
+  }
+  return Isa::Reduce(total);
+}
+
 // Quantized rows (cache/kv_codec.h): a code q stands for q * scale + bias per group, so
 //   dot(q, row)     = sum_g scale_g * dot(q_g, codes_g) + bias_g * sum(q_g)
 //   acc += p * row  : acc_g += (p * scale_g) * codes_g + p * bias_g
@@ -378,13 +423,25 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
   for (int j = 0; j < rows.n; ++j) {
     const uint8_t* row = rows.data + j * row_bytes;
     if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
-      V acc = Isa::Zero();
-      for (int k = 0; k < head_dim; k += L) {
-        const int n = head_dim - k < L ? head_dim - k : L;
-        const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
-        acc = Isa::Fma(qv, LoadKvFloat<D>(row, k, n), acc);
+      // L rows at a time: per row a vector of partial sums, then one transposing reduction.
+      const int m = rows.n - j < L ? rows.n - j : L;
+      V acc[L];
+      for (int r = 0; r < L; ++r) acc[r] = Isa::Zero();
+      for (int r = 0; r < m; ++r) {
+        const uint8_t* row_r = row + r * row_bytes;
+        for (int k = 0; k < head_dim; k += L) {
+          const int n = head_dim - k < L ? head_dim - k : L;
+          const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
+          acc[r] = Isa::Fma(qv, LoadKvFloat<D>(row_r, k, n), acc[r]);
+        }
       }
-      scores[j] = Isa::Reduce(acc);
+      const V sums = Isa::ReduceRows(acc);
+      if (m == L) {
+        Isa::Store(scores + j, sums);
+      } else {
+        Isa::StoreN(scores + j, sums, m);
+      }
+      j += L - 1;
     } else if constexpr (D == KvDtype::kInt8) {
       const int8_t* r8 = reinterpret_cast<const int8_t*>(row);
       float s = 0.0f;
@@ -518,5 +575,6 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_axpy[static_cast<int>(KvDtype::kBF16)] = &KvAxpy<KvDtype::kBF16>;
   t.kv_axpy[static_cast<int>(KvDtype::kInt8)] = &KvAxpy<KvDtype::kInt8>;
   t.kv_axpy[static_cast<int>(KvDtype::kInt4)] = &KvAxpy<KvDtype::kInt4>;
+  t.exp_sub_sum = &ExpSubSum;
   return t;
 }

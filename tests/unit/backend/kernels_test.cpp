@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -103,6 +104,30 @@ TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
         }
       }
     }
+  }
+}
+
+TEST_P(KernelsTest, ExpSubSumMatchesExpfAndZeroesMaskedScores) {
+  const KernelTable* table = KernelsFor(GetParam());
+  for (int n : {1, 7, 16, 17, 40}) {
+    std::vector<float> s = Random(n, 8);
+    for (float& x : s) x *= 30.0f;  // down to e^-100: underflow included
+    if (n > 1) s[n / 2] = -INFINITY;  // a masked key
+    const float max = *std::max_element(s.begin(), s.end());
+    std::vector<float> got = s;
+    const float sum = table->exp_sub_sum(got.data(), n, max);
+    double want_sum = 0;
+    for (int j = 0; j < n; ++j) {
+      const double want = std::exp(static_cast<double>(s[j] - max));  // of the F32 difference
+      want_sum += want;
+      if (s[j] - max < -87.0f) {
+        ASSERT_EQ(got[j], 0.0f) << GetParam() << " j " << j;  // exactly: masked keys add nothing
+      } else {
+        // Within 1e-6 relative: a few ulp.
+        ASSERT_NEAR(got[j], want, 1e-6 * want) << GetParam() << " x " << s[j] - max;
+      }
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << GetParam();
   }
 }
 

@@ -1,0 +1,158 @@
+// bench_long_context: the CPU backend at long context, where attention, not the weights,
+// decides the speed (issue 17). synthetic:150m with F16 matrices, F16 KV cache, 2 threads,
+// driven directly (CpuBackend + KvCacheManager + ModelRunner, no engine):
+//
+//   prefill: a C-token prompt in chunks of 512 tokens, as the server prefills (tokens/s);
+//   decode:  32 single-token steps after it, one stream (tokens/s), against the roofline
+//            bandwidth / (weight bytes + KV bytes read per token at that context);
+//
+// for C = 512, 2048 and 4096, in F32 and BF16 compute (--compute-dtype) in the same run.
+//
+// Usage: bench_long_context [--output FILE] [--quick]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fmt/format.h>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_report.h"
+#include "cache/kv_cache_manager.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/kernels.h"
+#include "engine/model_runner.h"
+#include "tools/loadgen/report.h"
+
+namespace kvserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+constexpr int kChunk = 512, kDecode = 32, kThreads = 2;
+
+struct Result {
+  double prefill_tps = 0, decode_tps = 0;
+};
+
+// One prefill of `context` tokens and kDecode decode steps; the best of `reps` runs each.
+Result Run(const Model& model, ComputeDtype compute, int context, int reps) {
+  const ModelConfig& c = model.config();
+  KvSpecConfig sc;
+  sc.num_layers = c.num_layers;
+  sc.num_kv_heads = c.num_kv_heads;
+  sc.head_dim = c.head_dim;
+  sc.dtype = KvDtype::kF16;
+  const int blocks = (context + kDecode) / sc.block_size + 2;
+  KvCacheManager cache(*KvSpec::Create(sc), blocks);
+  CpuBackendOptions bo;
+  bo.num_threads = kThreads;
+  bo.compute_dtype = compute;
+  bo.limits.max_num_tokens = kChunk;
+  bo.limits.max_num_seqs = 1;
+  bo.limits.max_logits = 1;
+  CpuBackend backend(model, bo);
+  CHECK(backend.InitKvCache(cache.spec(), blocks).ok());
+  ModelRunner runner(&backend, &cache, c.vocab_size);
+  std::vector<float> logits(c.vocab_size);
+  Result best;
+  for (int rep = 0; rep < reps; ++rep) {
+    const SeqId seq = rep + 1;
+    std::vector<int32_t> tokens = {1};
+    for (int i = 1; i < context; ++i) tokens.push_back(3 + (i * 7919) % (c.vocab_size - 3));
+    auto t0 = Clock::now();
+    for (int start = 0; start < context; start += kChunk) {
+      const int n = std::min(kChunk, context - start);
+      CHECK(cache.AllocateSlots(seq, n).has_value());
+      ScheduledSeq s{seq, std::span(tokens).subspan(start, n), start, start + n == context ? 1 : 0};
+      CHECK(runner.Execute(std::span(&s, 1), logits).ok());
+    }
+    best.prefill_tps = std::max(best.prefill_tps, context / Seconds(t0));
+    t0 = Clock::now();
+    for (int i = 0; i < kDecode; ++i) {
+      tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      const int pos = static_cast<int>(tokens.size()) - 1;
+      CHECK(cache.AllocateSlots(seq, 1).has_value());
+      ScheduledSeq d{seq, std::span(tokens).subspan(pos, 1), pos, 1};
+      CHECK(runner.Execute(std::span(&d, 1), logits).ok());
+    }
+    best.decode_tps = std::max(best.decode_tps, kDecode / Seconds(t0));
+    cache.Free(seq);
+  }
+  return best;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+int Main(int argc, char** argv) {
+  std::string output, command = argv[0];
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    command += " " + a;
+    if (a == "--output" && i + 1 < argc) {
+      output = argv[++i];
+      command += std::string(" ") + argv[i];
+    } else if (a == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_long_context [--output FILE] [--quick]\n");
+      return 2;
+    }
+  }
+  StatusOr<std::unique_ptr<Model>> loaded = Model::Load("synthetic:150m:f16");
+  CHECK(loaded.ok()) << loaded.status().ToString();
+  const Model& model = **loaded;
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const double weight_bytes = static_cast<double>(w.total_bytes) -
+                              (w.output.data != w.token_embd.data ? w.token_embd.nbytes() - w.token_embd.row_bytes : 0);
+  const double kv_bytes_per_position = 2.0 * c.num_layers * c.kv_dim() * 2;  // K and V, F16
+
+  char date[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  std::string md = "# Long context on the CPU backend (synthetic:150m, F16 matrices, F16 KV cache)\n\n";
+  md += fmt::format("Command (Release build, run alone on the machine): `{}`\n\n", command);
+  md += fmt::format("Date: {}. Machine: {}, {} cores visible, {} threads; kernels: {}.\n\n", date, CpuModelName(),
+                    omp_get_num_procs(), kThreads, cpu::Kernels().isa);
+  md += fmt::format(
+      "Prefill: a C-token prompt in chunks of {} tokens (tokens/s). Decode: {} single-token steps after it "
+      "(tokens/s). Best of the runs. Roofline = measured read bandwidth (2 threads, 1 GiB, median of 5, "
+      "measured before each row) / (weights {:.0f} MB + KV {:.0f} KB per context position).\n\n",
+      kChunk, kDecode, weight_bytes / 1e6, kv_bytes_per_position / 1e3);
+  md += "| context | compute | prefill tok/s | decode tok/s | bandwidth GB/s | decode roofline tok/s | "
+        "decode / roofline |\n|---|---|---|---|---|---|---|\n";
+  std::printf("%s", md.c_str());
+  std::fflush(stdout);
+  for (int context : {512, 2048, 4096}) {
+    for (ComputeDtype compute : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
+      const bench::Roofline bw = bench::MeasureReadBandwidth(kThreads, size_t{1} << 30, 5);
+      const Result r = Run(model, compute, context, quick ? 1 : 3);
+      const double roofline = bw.bandwidth_gb_s * 1e9 / (weight_bytes + kv_bytes_per_position * context);
+      const std::string row =
+          fmt::format("| {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.0f} | {:.0f}% |\n", context, ComputeDtypeName(compute),
+                      r.prefill_tps, r.decode_tps, bw.bandwidth_gb_s, roofline, 100 * r.decode_tps / roofline);
+      std::printf("%s", row.c_str());
+      std::fflush(stdout);
+      md += row;
+    }
+  }
+  return bench_report::WriteMarkdown(output, md);
+}
+
+}  // namespace
+}  // namespace kvserve
+
+int main(int argc, char** argv) { return kvserve::Main(argc, argv); }
