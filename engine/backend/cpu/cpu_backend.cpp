@@ -261,8 +261,10 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
   // Sequence of each token, found by walking query_start (tokens are grouped by sequence).
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int u = 0; u < units; ++u) {
-    const int t = u / c.num_kv_heads;
-    const int g = u % c.num_kv_heads;
+    // Head-major: a thread's consecutive units read the same head's keys and values, which
+    // then stay in its L2 (all heads of a 4k context do not).
+    const int t = u % T;
+    const int g = u / T;
     const int seq = static_cast<int>(std::upper_bound(b.query_start.begin(), b.query_start.end(), t) -
                                      b.query_start.begin()) - 1;
     const int32_t* table = &b.block_tables[static_cast<size_t>(seq) * b.max_blocks_per_seq];
@@ -299,8 +301,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
         }
         for (int j = 0; j < first - start; ++j) sc[j] = -INFINITY;
-        float block_max = sc[0];
-        for (int j = 1; j < krows.n; ++j) block_max = std::max(block_max, sc[j]);
+        const float block_max = kernels_->max(sc, krows.n);
         if (block_max > max[r]) {
           const float rescale = std::exp(max[r] - block_max);  // exp(-inf) = 0 on the first block
           for (int i = 0; i < hd; ++i) acc[r * hd + i] *= rescale;

@@ -113,6 +113,8 @@ struct KernelTable {
   // scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
   // below max - 87, -inf included, give exactly 0); returns their sum.
   float (*exp_sub_sum)(float* scores, int n, float max);
+  // The largest of x[0..n), n >= 1 (-inf when all are).
+  float (*max)(const float* x, int n);
 };
 
 // The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k; -1 for types the

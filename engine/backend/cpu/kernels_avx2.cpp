@@ -80,6 +80,11 @@ struct Isa {
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
   static V Add(V a, V b) { return _mm256_add_ps(a, b); }
   static V Max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float ReduceMax(V v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  }
   static V RoundNearest(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V Scale2(V y, V n) {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);

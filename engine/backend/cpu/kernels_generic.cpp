@@ -59,6 +59,7 @@ struct Isa {
   static float F16(uint16_t h) { return F16ToF32(h); }
   static V Add(V a, V b) { return a + b; }
   static V Max(V a, V b) { return a > b ? a : b; }
+  static float ReduceMax(V v) { return v; }
   static V RoundNearest(V x) { return std::nearbyint(x); }
   static V Scale2(V y, V n) { return std::ldexp(y, static_cast<int>(n)); }
   static V ZeroWhereLess(V y, V x, float bound) { return x >= bound ? y : 0.0f; }

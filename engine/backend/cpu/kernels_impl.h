@@ -13,7 +13,7 @@
 //   VP LoadPairs(const uint16_t*); VP SetPair(const uint16_t*);  // 2L values; one pair to all
 //   V DotPairs(V acc, VP w, VP x);  // per lane: acc += w1 * x1, then acc += w0 * x0 (vdpbf16ps)
 //   static constexpr int kBf16TokenTile, kBf16PanelTile;
-//   V Add(V, V); V Max(V, V); V RoundNearest(V);
+//   V Add(V, V); V Max(V, V); float ReduceMax(V); V RoundNearest(V);
 //   V Scale2(V y, V n);             // y * 2^n for integer-valued n in [-126, 127]
 //   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
@@ -376,6 +376,15 @@ inline V ExpNonPositive(V x) {
   return Isa::ZeroWhereLess(Isa::Scale2(y, n), x, -87.0f);
 }
 
+inline float MaxOf(const float* x, int n) {
+  V m = Isa::Set1(-INFINITY);
+  int j = 0;
+  for (; j + L <= n; j += L) m = Isa::Max(m, Isa::Load(x + j));
+  float out = Isa::ReduceMax(m);
+  for (; j < n; ++j) out = x[j] > out ? x[j] : out;
+  return out;
+}
+
 inline float ExpSubSum(float* s, int n, float max) {
   const V neg_max = Isa::Set1(-max);
   V total = Isa::Zero();
@@ -408,6 +417,42 @@ inline float Param(const KvRows& rows, int row, int groups, int g, int which) {
   return Isa::F16(rows.scales[(row * groups + g) * kKvParamsPerGroup + which]);
 }
 
+// scores[r] = dot(q, row r) for the m <= L float rows from `row`: per row a vector of partial
+// sums, then one transposing reduction for all of them. C > 0: head_dim = C * L, unrolled
+// so the partial sums and q stay in registers; C = 0: any head_dim.
+template <KvDtype D, int C>
+inline void KvDotFloatRows(const float* q, const uint8_t* row, size_t row_bytes, int m, int head_dim, float* scores) {
+  V acc[L];
+  if constexpr (C > 0) {
+    V qv[C];
+    for (int c = 0; c < C; ++c) qv[c] = Isa::Load(q + c * L);
+#pragma GCC unroll 16
+    for (int r = 0; r < L; ++r) {
+      V a = Isa::Zero();
+      if (r < m) {
+        for (int c = 0; c < C; ++c) a = Isa::Fma(qv[c], LoadKvFloat<D>(row + r * row_bytes, c * L, L), a);
+      }
+      acc[r] = a;
+    }
+  } else {
+    for (int r = 0; r < L; ++r) {
+      V a = Isa::Zero();
+      for (int k = 0; r < m && k < head_dim; k += L) {
+        const int n = head_dim - k < L ? head_dim - k : L;
+        const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
+        a = Isa::Fma(qv, LoadKvFloat<D>(row + r * row_bytes, k, n), a);
+      }
+      acc[r] = a;
+    }
+  }
+  const V sums = Isa::ReduceRows(acc);
+  if (m == L) {
+    Isa::Store(scores, sums);
+  } else {
+    Isa::StoreN(scores, sums, m);
+  }
+}
+
 template <KvDtype D>
 void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
@@ -423,23 +468,14 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
   for (int j = 0; j < rows.n; ++j) {
     const uint8_t* row = rows.data + j * row_bytes;
     if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
-      // L rows at a time: per row a vector of partial sums, then one transposing reduction.
+      // L rows at a time (see KvDotFloatRows); the head dims models use most get unrolled code.
       const int m = rows.n - j < L ? rows.n - j : L;
-      V acc[L];
-      for (int r = 0; r < L; ++r) acc[r] = Isa::Zero();
-      for (int r = 0; r < m; ++r) {
-        const uint8_t* row_r = row + r * row_bytes;
-        for (int k = 0; k < head_dim; k += L) {
-          const int n = head_dim - k < L ? head_dim - k : L;
-          const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
-          acc[r] = Isa::Fma(qv, LoadKvFloat<D>(row_r, k, n), acc[r]);
-        }
-      }
-      const V sums = Isa::ReduceRows(acc);
-      if (m == L) {
-        Isa::Store(scores + j, sums);
+      if (head_dim == 64 && 64 % L == 0) {
+        KvDotFloatRows<D, 64 / L>(q, row, row_bytes, m, 64, scores + j);
+      } else if (head_dim == 128 && 128 % L == 0) {
+        KvDotFloatRows<D, 128 / L>(q, row, row_bytes, m, 128, scores + j);
       } else {
-        Isa::StoreN(scores + j, sums, m);
+        KvDotFloatRows<D, 0>(q, row, row_bytes, m, head_dim, scores + j);
       }
       j += L - 1;
     } else if constexpr (D == KvDtype::kInt8) {
@@ -486,11 +522,38 @@ inline float BiasSum(const float* p, const KvRows& rows, int groups, int g) {
   return t;
 }
 
+// acc += sum_j p[j] * row j for float rows of C * L values: even and odd rows accumulate
+// apart (2C independent chains in registers), then add.
+template <KvDtype D, int C>
+inline void KvAxpyFloatFixed(const float* p, const KvRows& rows, size_t row_bytes, float* acc) {
+  V even[C], odd[C];
+  for (int c = 0; c < C; ++c) {
+    even[c] = Isa::Load(acc + c * L);
+    odd[c] = Isa::Zero();
+  }
+  int j = 0;
+  for (; j + 2 <= rows.n; j += 2) {
+    const V pe = Isa::Set1(p[j]), po = Isa::Set1(p[j + 1]);
+    const uint8_t* re = rows.data + j * row_bytes;
+    for (int c = 0; c < C; ++c) {
+      even[c] = Isa::Fma(pe, LoadKvFloat<D>(re, c * L, L), even[c]);
+      odd[c] = Isa::Fma(po, LoadKvFloat<D>(re + row_bytes, c * L, L), odd[c]);
+    }
+  }
+  if (j < rows.n) {
+    const V pe = Isa::Set1(p[j]);
+    for (int c = 0; c < C; ++c) even[c] = Isa::Fma(pe, LoadKvFloat<D>(rows.data + j * row_bytes, c * L, L), even[c]);
+  }
+  for (int c = 0; c < C; ++c) Isa::Store(acc + c * L, Isa::Add(even[c], odd[c]));
+}
+
 template <KvDtype D>
 void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc) {
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
   const int groups = head_dim / group_size;
   if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
+    if (head_dim == 64 && 64 % L == 0) return KvAxpyFloatFixed<D, 64 / L>(p, rows, row_bytes, acc);
+    if (head_dim == 128 && 128 % L == 0) return KvAxpyFloatFixed<D, 128 / L>(p, rows, row_bytes, acc);
     for (int k = 0; k < head_dim; k += L) {
       const int n = head_dim - k < L ? head_dim - k : L;
       V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
@@ -576,5 +639,6 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_axpy[static_cast<int>(KvDtype::kInt8)] = &KvAxpy<KvDtype::kInt8>;
   t.kv_axpy[static_cast<int>(KvDtype::kInt4)] = &KvAxpy<KvDtype::kInt4>;
   t.exp_sub_sum = &ExpSubSum;
+  t.max = &MaxOf;
   return t;
 }

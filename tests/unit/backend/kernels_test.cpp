@@ -128,7 +128,10 @@ TEST_P(KernelsTest, ExpSubSumMatchesExpfAndZeroesMaskedScores) {
       }
     }
     EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << GetParam();
+    EXPECT_EQ(table->max(s.data(), n), max) << GetParam() << " n " << n;
   }
+  const float all_masked[3] = {-INFINITY, -INFINITY, -INFINITY};
+  EXPECT_EQ(table->max(all_masked, 3), -INFINITY);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, KernelsTest, ::testing::ValuesIn(AvailableIsas()),
