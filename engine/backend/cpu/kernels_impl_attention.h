@@ -1,0 +1,279 @@
+// Attention kernels shared by every instruction set: dot products of a query with KV rows,
+// weighted sums of value rows, and the block softmax's exp and max. Included by
+// kernels_impl.h (same rules: inside the ISA's namespace, after its `Isa`, `V` and `L`).
+// (No include guard on purpose.)
+
+// ---- KV rows: dot products and weighted sums --------------------------------------------
+
+// Loads L (or `n` < L) values of a float-typed KV row starting at value k.
+template <KvDtype D>
+inline V LoadKvFloat(const uint8_t* row, int k, int n) {
+  if constexpr (D == KvDtype::kF32) {
+    return n == L ? RowF32::Load(row, k) : RowF32::LoadTail(row, k, n);
+  } else if constexpr (D == KvDtype::kF16) {
+    return n == L ? RowF16::Load(row, k) : RowF16::LoadTail(row, k, n);
+  } else {
+    return n == L ? RowBf16::Load(row, k) : RowBf16::LoadTail(row, k, n);
+  }
+}
+
+inline V LoadI8Tail(const int8_t* p, int n) { return Isa::LoadI8N(p, n); }
+
+// exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial in r,
+// then scaled by 2^n); x < -87 (e^-87 = 1.6e-38, the smallest normal range) gives 0.
+inline V ExpNonPositive(V x) {
+  const V xc = Isa::Max(x, Isa::Set1(-87.0f));
+  const V n = Isa::RoundNearest(Isa::Mul(xc, Isa::Set1(1.44269504088896341f)));
+  V r = Isa::Fma(n, Isa::Set1(-0.693359375f), xc);
+  r = Isa::Fma(n, Isa::Set1(2.12194440e-4f), r);
+  V p = Isa::Set1(1.9875691500e-4f);
+  p = Isa::Fma(p, r, Isa::Set1(1.3981999507e-3f));
+  p = Isa::Fma(p, r, Isa::Set1(8.3334519073e-3f));
+  p = Isa::Fma(p, r, Isa::Set1(4.1665795894e-2f));
+  p = Isa::Fma(p, r, Isa::Set1(1.6666665459e-1f));
+  p = Isa::Fma(p, r, Isa::Set1(5.0000001201e-1f));
+  const V y = Isa::Add(Isa::Fma(Isa::Mul(p, r), r, r), Isa::Set1(1.0f));  // 1 + r + r^2 p(r)
+  return Isa::ZeroWhereLess(Isa::Scale2(y, n), x, -87.0f);
+}
+
+inline float MaxOf(const float* x, int n) {
+  V m = Isa::Set1(-INFINITY);
+  int j = 0;
+  for (; j + L <= n; j += L) m = Isa::Max(m, Isa::Load(x + j));
+  float out = Isa::ReduceMax(m);
+  for (; j < n; ++j) out = x[j] > out ? x[j] : out;
+  return out;
+}
+
+inline float ExpSubSum(float* s, int n, float max) {
+  const V neg_max = Isa::Set1(-max);
+  V total = Isa::Zero();
+  for (int j = 0; j < n; j += L) {
+    const int m = n - j < L ? n - j : L;
+    V x;
+    if (m == L) {
+      x = Isa::Load(s + j);
+    } else {  // lanes past n: -inf, so they add 0
+      alignas(64) float buf[L];
+      for (int i = 0; i < L; ++i) buf[i] = i < m ? s[j + i] : -INFINITY;
+      x = Isa::Load(buf);
+    }
+    const V e = ExpNonPositive(Isa::Add(x, neg_max));
+    total = Isa::Add(total, e);
+    if (m == L) {
+      Isa::Store(s + j, e);
+    } else {
+      Isa::StoreN(s + j, e, m);
+    }
+  }
+  return Isa::Reduce(total);
+}
+
+// Quantized rows (cache/kv_codec.h): a code q stands for q * scale + bias per group, so
+//   dot(q, row)     = sum_g scale_g * dot(q_g, codes_g) + bias_g * sum(q_g)
+//   acc += p * row  : acc_g += (p * scale_g) * codes_g + p * bias_g
+// with sum(q_g) computed once per call and p * bias_g summed over the rows once per group.
+inline float Param(const KvRows& rows, int row, int groups, int g, int which) {
+  return Isa::F16(rows.scales[(row * groups + g) * kKvParamsPerGroup + which]);
+}
+
+// scores[r] = dot(q, row r) for the m <= L float rows from `row`: per row a vector of partial
+// sums, then one transposing reduction for all of them. C > 0: head_dim = C * L, unrolled
+// so the partial sums and q stay in registers; C = 0: any head_dim.
+template <KvDtype D, int C>
+inline void KvDotFloatRows(const float* q, const uint8_t* row, size_t row_bytes, int m, int head_dim, float* scores) {
+  V acc[L];
+  if constexpr (C > 0) {
+    V qv[C];
+    for (int c = 0; c < C; ++c) qv[c] = Isa::Load(q + c * L);
+#pragma GCC unroll 16
+    for (int r = 0; r < L; ++r) {
+      V a = Isa::Zero();
+      if (r < m) {
+        for (int c = 0; c < C; ++c) a = Isa::Fma(qv[c], LoadKvFloat<D>(row + r * row_bytes, c * L, L), a);
+      }
+      acc[r] = a;
+    }
+  } else {
+    for (int r = 0; r < L; ++r) {
+      V a = Isa::Zero();
+      for (int k = 0; r < m && k < head_dim; k += L) {
+        const int n = head_dim - k < L ? head_dim - k : L;
+        const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
+        a = Isa::Fma(qv, LoadKvFloat<D>(row + r * row_bytes, k, n), a);
+      }
+      acc[r] = a;
+    }
+  }
+  const V sums = Isa::ReduceRows(acc);
+  if (m == L) {
+    Isa::Store(scores, sums);
+  } else {
+    Isa::StoreN(scores, sums, m);
+  }
+}
+
+template <KvDtype D>
+void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
+  const size_t row_bytes = KvRowDataBytes(D, head_dim);
+  const int groups = head_dim / group_size;
+  float qsum[kMaxKvGroupsPerRow];
+  if constexpr (IsQuantized(D)) {
+    for (int g = 0; g < groups; ++g) {
+      float t = 0.0f;
+      for (int i = g * group_size; i < (g + 1) * group_size; ++i) t += q[i];
+      qsum[g] = t;
+    }
+  }
+  for (int j = 0; j < rows.n; ++j) {
+    const uint8_t* row = rows.data + j * row_bytes;
+    if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
+      // L rows at a time (see KvDotFloatRows); the head dims models use most get unrolled code.
+      const int m = rows.n - j < L ? rows.n - j : L;
+      if (head_dim == 64 && 64 % L == 0) {
+        KvDotFloatRows<D, 64 / L>(q, row, row_bytes, m, 64, scores + j);
+      } else if (head_dim == 128 && 128 % L == 0) {
+        KvDotFloatRows<D, 128 / L>(q, row, row_bytes, m, 128, scores + j);
+      } else {
+        KvDotFloatRows<D, 0>(q, row, row_bytes, m, head_dim, scores + j);
+      }
+      j += L - 1;
+    } else if constexpr (D == KvDtype::kInt8) {
+      const int8_t* r8 = reinterpret_cast<const int8_t*>(row);
+      float s = 0.0f;
+      for (int g = 0; g < groups; ++g) {
+        V acc = Isa::Zero();
+        for (int k = g * group_size; k < (g + 1) * group_size; k += L) {
+          const int n = (g + 1) * group_size - k < L ? (g + 1) * group_size - k : L;
+          const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
+          const V kv = n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n);
+          acc = Isa::Fma(qv, kv, acc);
+        }
+        s += Isa::Reduce(acc) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
+      }
+      scores[j] = s;
+    } else {  // INT4
+      const int half = group_size / 2;
+      float s = 0.0f;
+      for (int g = 0; g < groups; ++g) {
+        const uint8_t* bytes = row + g * half;
+        const float* qg = q + g * group_size;
+        V acc = Isa::Zero();
+        int i = 0;
+        for (; i + L <= half; i += L) {
+          acc = Isa::Fma(Isa::Load(qg + i), Isa::LoadU4Lo(bytes + i), acc);
+          acc = Isa::Fma(Isa::Load(qg + half + i), Isa::LoadU4Hi(bytes + i), acc);
+        }
+        float tail = 0.0f;
+        for (; i < half; ++i) {
+          tail += qg[i] * ((bytes[i] & 0xF) - 8) + qg[half + i] * ((bytes[i] >> 4) - 8);
+        }
+        s += (Isa::Reduce(acc) + tail) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
+      }
+      scores[j] = s;
+    }
+  }
+}
+
+// sum_j p[j] * bias of row j's group g.
+inline float BiasSum(const float* p, const KvRows& rows, int groups, int g) {
+  float t = 0.0f;
+  for (int j = 0; j < rows.n; ++j) t += p[j] * Param(rows, j, groups, g, 1);
+  return t;
+}
+
+// acc += sum_j p[j] * row j for float rows of C * L values: even and odd rows accumulate
+// apart (2C independent chains in registers), then add.
+template <KvDtype D, int C>
+inline void KvAxpyFloatFixed(const float* p, const KvRows& rows, size_t row_bytes, float* acc) {
+  V even[C], odd[C];
+  for (int c = 0; c < C; ++c) {
+    even[c] = Isa::Load(acc + c * L);
+    odd[c] = Isa::Zero();
+  }
+  int j = 0;
+  for (; j + 2 <= rows.n; j += 2) {
+    const V pe = Isa::Set1(p[j]), po = Isa::Set1(p[j + 1]);
+    const uint8_t* re = rows.data + j * row_bytes;
+    for (int c = 0; c < C; ++c) {
+      even[c] = Isa::Fma(pe, LoadKvFloat<D>(re, c * L, L), even[c]);
+      odd[c] = Isa::Fma(po, LoadKvFloat<D>(re + row_bytes, c * L, L), odd[c]);
+    }
+  }
+  if (j < rows.n) {
+    const V pe = Isa::Set1(p[j]);
+    for (int c = 0; c < C; ++c) even[c] = Isa::Fma(pe, LoadKvFloat<D>(rows.data + j * row_bytes, c * L, L), even[c]);
+  }
+  for (int c = 0; c < C; ++c) Isa::Store(acc + c * L, Isa::Add(even[c], odd[c]));
+}
+
+template <KvDtype D>
+void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc) {
+  const size_t row_bytes = KvRowDataBytes(D, head_dim);
+  const int groups = head_dim / group_size;
+  if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
+    if (head_dim == 64 && 64 % L == 0) return KvAxpyFloatFixed<D, 64 / L>(p, rows, row_bytes, acc);
+    if (head_dim == 128 && 128 % L == 0) return KvAxpyFloatFixed<D, 128 / L>(p, rows, row_bytes, acc);
+    for (int k = 0; k < head_dim; k += L) {
+      const int n = head_dim - k < L ? head_dim - k : L;
+      V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
+      for (int j = 0; j < rows.n; ++j) {
+        a = Isa::Fma(Isa::Set1(p[j]), LoadKvFloat<D>(rows.data + j * row_bytes, k, n), a);
+      }
+      if (n == L) {
+        Isa::Store(acc + k, a);
+      } else {
+        Isa::StoreN(acc + k, a, n);
+      }
+    }
+  } else if constexpr (D == KvDtype::kInt8) {
+    for (int g = 0; g < groups; ++g) {
+      const V bias = Isa::Set1(BiasSum(p, rows, groups, g));
+      for (int k = g * group_size; k < (g + 1) * group_size; k += L) {
+        const int n = (g + 1) * group_size - k < L ? (g + 1) * group_size - k : L;
+        V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
+        a = Isa::Fma(bias, Isa::Set1(1.0f), a);
+        for (int j = 0; j < rows.n; ++j) {
+          const int8_t* r8 = reinterpret_cast<const int8_t*>(rows.data + j * row_bytes);
+          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
+          a = Isa::Fma(w, n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n), a);
+        }
+        if (n == L) {
+          Isa::Store(acc + k, a);
+        } else {
+          Isa::StoreN(acc + k, a, n);
+        }
+      }
+    }
+  } else {  // INT4
+    const int half = group_size / 2;
+    for (int g = 0; g < groups; ++g) {
+      float* ag = acc + g * group_size;
+      const float bias = BiasSum(p, rows, groups, g);
+      const V bias_v = Isa::Set1(bias);
+      int i = 0;
+      for (; i + L <= half; i += L) {
+        V lo = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + i));
+        V hi = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + half + i));
+        for (int j = 0; j < rows.n; ++j) {
+          const uint8_t* bytes = rows.data + j * row_bytes + g * half;
+          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
+          lo = Isa::Fma(w, Isa::LoadU4Lo(bytes + i), lo);
+          hi = Isa::Fma(w, Isa::LoadU4Hi(bytes + i), hi);
+        }
+        Isa::Store(ag + i, lo);
+        Isa::Store(ag + half + i, hi);
+      }
+      for (; i < half; ++i) {
+        ag[i] += bias;
+        ag[half + i] += bias;
+        for (int j = 0; j < rows.n; ++j) {
+          const uint8_t b = rows.data[j * row_bytes + g * half + i];
+          const float w = p[j] * Param(rows, j, groups, g, 0);
+          ag[i] += w * ((b & 0xF) - 8);
+          ag[half + i] += w * ((b >> 4) - 8);
+        }
+      }
+    }
+  }
+}
