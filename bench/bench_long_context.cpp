@@ -21,12 +21,14 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include "bench/bandwidth_probe.h"
 #include "bench/bench_report.h"
 #include "cache/kv_cache_manager.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model_runner.h"
-#include "tools/loadgen/report.h"
 
 namespace kvserve {
 namespace {
@@ -129,26 +131,35 @@ int Main(int argc, char** argv) {
                     omp_get_num_procs(), kThreads, cpu::Kernels().isa);
   md += fmt::format(
       "Prefill: a C-token prompt in chunks of {} tokens (tokens/s). Decode: {} single-token steps after it "
-      "(tokens/s). Best of the runs. Roofline = measured read bandwidth (2 threads, 1 GiB, median of 5, "
+      "(tokens/s). Best of the runs. Roofline = measured read bandwidth (2 OpenMP threads, 1 GiB, median of 5, "
       "measured before each row) / (weights {:.0f} MB + KV {:.0f} KB per context position).\n\n",
       kChunk, kDecode, weight_bytes / 1e6, kv_bytes_per_position / 1e3);
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0 && static_cast<double>(l3) >= weight_bytes) {
+    md += fmt::format(
+        "**This CPU's L3 cache ({} MiB) holds the weights**, so decode reads them from L3 and beats the "
+        "memory roofline: read its column as DRAM-bound reference only.\n\n",
+        l3 >> 20);
+  }
   md += "| context | compute | prefill tok/s | decode tok/s | bandwidth GB/s | decode roofline tok/s | "
         "decode / roofline |\n|---|---|---|---|---|---|---|\n";
   std::printf("%s", md.c_str());
   std::fflush(stdout);
+  BandwidthProbe probe(kThreads);
   for (int context : {512, 2048, 4096}) {
     for (ComputeDtype compute : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
-      const bench::Roofline bw = bench::MeasureReadBandwidth(kThreads, size_t{1} << 30, 5);
+      const double bandwidth = probe.Measure(5).median;
       const Result r = Run(model, compute, context, quick ? 1 : 3);
-      const double roofline = bw.bandwidth_gb_s * 1e9 / (weight_bytes + kv_bytes_per_position * context);
+      const double roofline = bandwidth * 1e9 / (weight_bytes + kv_bytes_per_position * context);
       const std::string row =
           fmt::format("| {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.0f} | {:.0f}% |\n", context, ComputeDtypeName(compute),
-                      r.prefill_tps, r.decode_tps, bw.bandwidth_gb_s, roofline, 100 * r.decode_tps / roofline);
+                      r.prefill_tps, r.decode_tps, bandwidth, roofline, 100 * r.decode_tps / roofline);
       std::printf("%s", row.c_str());
       std::fflush(stdout);
       md += row;
     }
   }
+  if (probe.sink() == 42) std::printf(" ");  // keeps the sums alive
   return bench_report::WriteMarkdown(output, md);
 }
 

@@ -294,6 +294,16 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
       const size_t scales_off = s.scales_offset(layer, g);
       const cpu::KvRows krows{kseg, reinterpret_cast<const uint16_t*>(kseg + scales_off), std::min(bs, ctx - start)};
       const cpu::KvRows vrows{vseg, reinterpret_cast<const uint16_t*>(vseg + scales_off), krows.n};
+      if (start + bs < ctx) {
+        // A head's rows are a few KB per block, blocks far apart: the hardware prefetcher does
+        // not see the next one coming (decode at long context waits on memory otherwise).
+        const uint8_t* next = kv_arena_ + static_cast<size_t>(table[start / bs + 1]) * s.block_bytes();
+        const size_t seg_bytes = scales_off + (IsQuantized(d) ? sizeof(uint16_t) * bs * s.params_per_row() : 0);
+        for (size_t off = 0; off < seg_bytes; off += 64) {
+          __builtin_prefetch(next + s.segment_offset(layer, 0, g) + off);
+          __builtin_prefetch(next + s.segment_offset(layer, 1, g) + off);
+        }
+      }
       for (int r = 0; r < n_rep; ++r) {
         float* sc = scores + r * bs;
         dot(q + r * hd, krows, hd, s.group_size(), sc);
