@@ -69,7 +69,7 @@ void RegisterMkmodelCommand(CommandRegistry& registry) {
   sub->add_option("--preset", o->preset, "Model shape")->required()->check(CLI::IsMember(presets));
   sub->add_option("--layers", o->layers, "Number of layers (0 = the preset's)")->check(CLI::Range(0, 1024));
   sub->add_option("--dtype", o->dtype, "Matrix type (norms are always f32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}));
   sub->add_option("--seed", o->seed, "Weight seed (the default is the one synthetic:<preset> uses)");
   sub->add_option("-o,--output", o->output, "Output file (.gguf)")->required();
 }

@@ -104,9 +104,9 @@ StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec, const Model
     std::string_view dtype_name = rest.substr(rest.find(':') + 1);
     std::optional<GgmlType> t = ParseGgmlType(dtype_name);
     if (!t || !(*t == GgmlType::kF32 || *t == GgmlType::kF16 || *t == GgmlType::kBF16 || *t == GgmlType::kQ8_0 ||
-                *t == GgmlType::kQ4_0)) {
+                *t == GgmlType::kQ4_0 || *t == GgmlType::kQ4_K || *t == GgmlType::kQ6_K)) {
       return InvalidArgumentError(
-          fmt::format("synthetic weight type '{}' (choose f32, f16, bf16, q8_0, q4_0)", dtype_name));
+          fmt::format("synthetic weight type '{}' (choose f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)", dtype_name));
     }
     o.dtype = *t;
   }

@@ -92,6 +92,9 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
   }
   const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
   const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0, q4k = w.type == GgmlType::kQ4_K;
+  const bool q6k = w.type == GgmlType::kQ6_K;
+  // Q6_K: per 16-column sub-block, [16] f32 scales, [16][16] int8 values.
+  const size_t q6k_group_bytes = 4 * kPanelRows + 16 * kPanelRows;
   // Quantized: per 32-column block, 16 f16 scales, then the values (32 or 16 bytes per row).
   const size_t block_bytes = kPanelRows * 2 + (q8 ? 32 : 16) * kPanelRows;
   // Q4_K: per 64-column chunk, [2][16] f32 scales, [2][16] f32 offsets, [32][16] bytes.
@@ -100,6 +103,8 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     panel_bytes_ = static_cast<size_t>(cols_ / 32) * block_bytes;
   } else if (q4k) {
     panel_bytes_ = static_cast<size_t>(cols_ / 64) * chunk_bytes;
+  } else if (q6k) {
+    panel_bytes_ = static_cast<size_t>(cols_ / 16) * q6k_group_bytes;
   } else {
     panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
   }
@@ -141,6 +146,22 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
         }
         for (int l = 0; l < 32; ++l) dst[4 * 4 * kPanelRows + l * kPanelRows + lane] = b.qs[32 * chunk + l];
       }
+    } else if (q6k) {
+      const BlockQ6_K* blocks = reinterpret_cast<const BlockQ6_K*>(row);
+      for (int64_t g = 0; g < cols_ / 16; ++g) {
+        const BlockQ6_K& b = blocks[g / 16];
+        uint8_t* dst = panel + static_cast<size_t>(g) * q6k_group_bytes;
+        const float scale = F16ToF32(b.d) * b.scales[g % 16];  // as ggml's decoder
+        std::memcpy(dst + lane * 4, &scale, 4);
+        for (int l = 0; l < 16; ++l) {
+          // Value v of the super-block (ggml_types.cpp): half h = v / 128, j = v % 128 = 32 q + i.
+          const int v = static_cast<int>(g % 16) * 16 + l, h = v / 128, q = v % 128 / 32, i = v % 32;
+          const uint8_t low = b.ql[64 * h + i + 32 * (q & 1)];
+          const int nibble = q < 2 ? low & 0xF : low >> 4;
+          const int top = (b.qh[32 * h + i] >> (2 * q)) & 3;
+          dst[4 * kPanelRows + l * kPanelRows + lane] = static_cast<uint8_t>(static_cast<int8_t>((nibble | top << 4) - 32));
+        }
+      }
     } else {
       for (int64_t k = 0; k < cols_; ++k) {
         std::memcpy(panel + (static_cast<size_t>(k) * kPanelRows + lane) * value_bytes, row + k * value_bytes,
@@ -158,6 +179,7 @@ int WeightKind(GgmlType type) {
     case GgmlType::kQ8_0: return 3;
     case GgmlType::kQ4_0: return 4;
     case GgmlType::kQ4_K: return 5;
+    case GgmlType::kQ6_K: return 7;
     default: return -1;
   }
 }

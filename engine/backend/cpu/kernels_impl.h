@@ -154,27 +154,41 @@ inline void Bf16PairTile(const MatMulArgs& a, int t0, int64_t p0) {
   StoreTile<RT, RP>(a, t0, p0, acc);
 }
 
-// Quantized panels (kernels.h): per 32-column block the 16 rows' f16 scales, then the values.
-// Q8_0: [32][16] int8. Q4_0: [16][16] bytes, byte k of a row holding its values k (low
-// nibble) and k + 16 (high nibble), each (nibble - 8) as in the GGUF block.
+// Quantized panels (kernels.h): per block of kCols columns the 16 rows' scales, then the
+// values. Q8_0: f16 scales, [32][16] int8. Q4_0: f16 scales, [16][16] bytes, byte k of a row
+// holding its values k (low nibble) and k + 16 (high nibble), each (nibble - 8) as in the
+// GGUF block. Q6_K: per 16 columns, f32 scales, [16][16] int8.
 struct Q8Block {
-  static constexpr size_t kBytes = kPanelRows * 2 + 32 * kPanelRows;
+  static constexpr int kCols = 32;
+  static constexpr size_t kScaleBytes = kPanelRows * 2;
+  static constexpr size_t kBytes = kScaleBytes + 32 * kPanelRows;
+  static V Scale(const uint8_t* block, int v) { return Isa::LoadF16(reinterpret_cast<const uint16_t*>(block) + v * L); }
   static V Load(const uint8_t* values, int k, int v) {
     return Isa::LoadI8(reinterpret_cast<const int8_t*>(values) + k * kPanelRows + v * L);
   }
 };
 struct Q4Block {
-  static constexpr size_t kBytes = kPanelRows * 2 + 16 * kPanelRows;
+  static constexpr int kCols = 32;
+  static constexpr size_t kScaleBytes = kPanelRows * 2;
+  static constexpr size_t kBytes = kScaleBytes + 16 * kPanelRows;
+  static V Scale(const uint8_t* block, int v) { return Q8Block::Scale(block, v); }
   static V Load(const uint8_t* values, int k, int v) {
     return k < 16 ? Isa::LoadU4Lo(values + k * kPanelRows + v * L)
                   : Isa::LoadU4Hi(values + (k - 16) * kPanelRows + v * L);
   }
 };
+struct Q6KBlock {
+  static constexpr int kCols = 16;
+  static constexpr size_t kScaleBytes = kPanelRows * 4;
+  static constexpr size_t kBytes = kScaleBytes + 16 * kPanelRows;
+  static V Scale(const uint8_t* block, int v) { return Isa::Load(reinterpret_cast<const float*>(block) + v * L); }
+  static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
+};
 
-// Quantized panels: per 32-column block, sum = sum_k q[k] * x[k] in order, then acc += sum * d.
+// Quantized panels: per block, sum = sum_k q[k] * x[k] in order, then acc += sum * scale.
 template <class B, int RT, int RP>
 inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
-  const int64_t blocks = a.w->cols() / 32;
+  const int64_t blocks = a.w->cols() / B::kCols;
   const uint8_t* panels[RP];
   const float* xs[RT];
   V acc[RT][RP][kVecs];
@@ -184,22 +198,21 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
     for (int t = 0; t < RT; ++t)
       for (int p = 0; p < RP; ++p)
         for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Zero();
-    for (int k = 0; k < 32; ++k) {
+    for (int k = 0; k < B::kCols; ++k) {
       V w[RP][kVecs];
       for (int p = 0; p < RP; ++p) {
-        const uint8_t* values = panels[p] + b * B::kBytes + kPanelRows * 2;
+        const uint8_t* values = panels[p] + b * B::kBytes + B::kScaleBytes;
         for (int v = 0; v < kVecs; ++v) w[p][v] = B::Load(values, k, v);
       }
       for (int t = 0; t < RT; ++t) {
-        const V xb = Isa::Set1(xs[t][b * 32 + k]);
+        const V xb = Isa::Set1(xs[t][b * B::kCols + k]);
         for (int p = 0; p < RP; ++p)
           for (int v = 0; v < kVecs; ++v) sum[t][p][v] = Isa::Fma(w[p][v], xb, sum[t][p][v]);
       }
     }
     for (int p = 0; p < RP; ++p) {
-      const uint16_t* d = reinterpret_cast<const uint16_t*>(panels[p] + b * B::kBytes);
       for (int v = 0; v < kVecs; ++v) {
-        const V scale = Isa::LoadF16(d + v * L);
+        const V scale = B::Scale(panels[p] + b * B::kBytes, v);
         for (int t = 0; t < RT; ++t) acc[t][p][v] = Isa::Fma(sum[t][p][v], scale, acc[t][p][v]);
       }
     }
@@ -355,6 +368,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[4] = &MatMulPanels<QuantKernel<Q4Block>>;
   t.matmul[5] = &MatMulPanels<Q4KKernel>;
   t.matmul[kBf16PairKind] = &MatMulPanels<Bf16PairKernel>;
+  t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;
