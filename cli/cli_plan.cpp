@@ -36,8 +36,8 @@ struct ModelShape {
 };
 
 // Weight bytes as kvserve holds them: F32/F16/BF16/Q8_0/Q4_0 tensors as stored, Q4_K with its
-// sub-block scales unpacked to f32 (0.75 bytes per weight), Q6_K as int8 values with f32
-// scales per 16 (1.25), other quantized types converted to F16 at load.
+// sub-block scales unpacked to f32 (0.75 bytes per weight), Q5_K and Q6_K as int8 values with
+// f32 scales (1.25), other quantized types converted to F16 at load.
 int64_t ServedBytes(const GgufTensorInfo& t) {
   switch (t.type) {
     case GgmlType::kF32:
@@ -46,6 +46,7 @@ int64_t ServedBytes(const GgufTensorInfo& t) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0: return static_cast<int64_t>(t.nbytes);
     case GgmlType::kQ4_K: return static_cast<int64_t>(t.num_elements) * 3 / 4;
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: return static_cast<int64_t>(t.num_elements) * 5 / 4;
     default: return static_cast<int64_t>(t.num_elements) * 2;
   }

@@ -15,7 +15,7 @@ namespace {
 
 bool KeptAsIs(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || t == GgmlType::kQ8_0 ||
-         t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
+         t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
 }
 
 // Rows [first, first + count) of `m`, sharing its bytes (a fused tensor's parts).

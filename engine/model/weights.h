@@ -60,7 +60,7 @@ struct ModelWeights {
 
 struct ModelLoadOptions {
   // Convert every matrix to this type at load (nullopt: keep the file's type where the CPU
-  // kernels read it, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K, and convert other types to F16).
+  // kernels read it, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, and convert other types to F16).
   std::optional<GgmlType> matrix_type;
   int num_layers_override = 0;  // synthetic presets only: 0 = the preset's count
   uint64_t seed = 1234;         // synthetic presets only

@@ -14,9 +14,9 @@
 // (3 significand bits fewer) moves F16 models' log-probabilities by 0.02-0.11 on its own
 // (measured with F32 activations), and BF16 activations add to that; llama.cpp rounds
 // activations to F16 only. Measured: F16 models top-1 96.9-100 %, mean |d lp| 0.028-0.038
-// (qwen2-f16 0.152: its Q/K/V biases make attention sensitive); quantized ones (Q8_0/Q4_0/
-// Q4_K/Q6_K kernels keep F32 activations; Q5_K is converted to F16 at load, then BF16)
-// top-1 89.8-95.3 %, mean <= 0.098. Its bounds below are those numbers with a margin: a
+// (qwen2-f16 0.152: its Q/K/V biases make attention sensitive); quantized ones run their F32
+// kernels in both modes (only their F16 vectors and embeddings differ) and stay at their F32
+// figures. Its bounds below are those numbers with a margin: a
 // regression check, and the reason F32 is the default.
 #include <gtest/gtest.h>
 

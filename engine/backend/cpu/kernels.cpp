@@ -92,7 +92,9 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
   }
   const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
   const bool q8 = w.type == GgmlType::kQ8_0, q4 = w.type == GgmlType::kQ4_0, q4k = w.type == GgmlType::kQ4_K;
-  const bool q6k = w.type == GgmlType::kQ6_K;
+  const bool q6k = w.type == GgmlType::kQ6_K, q5k = w.type == GgmlType::kQ5_K;
+  // Q5_K: per 32-column sub-block, [16] f32 scales, [16] f32 offsets, [32][16] int8 values.
+  const size_t q5k_group_bytes = 8 * kPanelRows + 32 * kPanelRows;
   // Q6_K: per 16-column sub-block, [16] f32 scales, [16][16] int8 values.
   const size_t q6k_group_bytes = 4 * kPanelRows + 16 * kPanelRows;
   // Quantized: per 32-column block, 16 f16 scales, then the values (32 or 16 bytes per row).
@@ -105,6 +107,8 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     panel_bytes_ = static_cast<size_t>(cols_ / 64) * chunk_bytes;
   } else if (q6k) {
     panel_bytes_ = static_cast<size_t>(cols_ / 16) * q6k_group_bytes;
+  } else if (q5k) {
+    panel_bytes_ = static_cast<size_t>(cols_ / 32) * q5k_group_bytes;
   } else {
     panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
   }
@@ -146,6 +150,25 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
         }
         for (int l = 0; l < 32; ++l) dst[4 * 4 * kPanelRows + l * kPanelRows + lane] = b.qs[32 * chunk + l];
       }
+    } else if (q5k) {
+      const BlockQ5_K* blocks = reinterpret_cast<const BlockQ5_K*>(row);
+      for (int64_t g = 0; g < cols_ / 32; ++g) {
+        // Sub-block j of a super-block: values 64c + 32h + l (j = 2c + h), the low nibble
+        // (h = 0) or high nibble of qs[32c + l], the fifth bit j of qh[l] (ggml_types.cpp).
+        const BlockQ5_K& b = blocks[g / 8];
+        const int j = static_cast<int>(g % 8), c = j / 2, h = j % 2;
+        uint8_t* dst = panel + static_cast<size_t>(g) * q5k_group_bytes;
+        uint8_t sc, m;
+        UnpackScaleMinQ4K(j, b.scales, &sc, &m);
+        const float scale = F16ToF32(b.d) * sc, offset = -(F16ToF32(b.dmin) * m);  // as ggml's decoder
+        std::memcpy(dst + lane * 4, &scale, 4);
+        std::memcpy(dst + (kPanelRows + lane) * 4, &offset, 4);
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t q = b.qs[32 * c + l];
+          const int value = (h == 0 ? q & 0xF : q >> 4) | ((b.qh[l] >> j) & 1) << 4;
+          dst[8 * kPanelRows + l * kPanelRows + lane] = static_cast<uint8_t>(value);
+        }
+      }
     } else if (q6k) {
       const BlockQ6_K* blocks = reinterpret_cast<const BlockQ6_K*>(row);
       for (int64_t g = 0; g < cols_ / 16; ++g) {
@@ -180,6 +203,7 @@ int WeightKind(GgmlType type) {
     case GgmlType::kQ4_0: return 4;
     case GgmlType::kQ4_K: return 5;
     case GgmlType::kQ6_K: return 7;
+    case GgmlType::kQ5_K: return 8;
     default: return -1;
   }
 }

@@ -27,6 +27,8 @@ namespace kvserve::cpu {
 // then their 32 GGUF bytes (0.75 bytes per weight; the file's 0.5625 packs the scales in 6
 // bits). Q6_K panels hold per 16-column sub-block the rows' f32 scales (d * scale), then
 // [16][16] int8 values q - 32 (1.25 bytes per weight; the file's 0.82 packs them in 6 bits).
+// Q5_K panels hold per 32-column sub-block the rows' f32 scales and offsets, then [32][16]
+// int8 values 0..31 (1.25 bytes per weight; the file's 0.69).
 // BF16 pair panels (ComputeDtype::kBF16 for F32/F16/BF16 matrices) hold [cols / 2][16][2]
 // BF16 values: for each pair of columns, the 16 rows' two values side by side, as `vdpbf16ps`
 // reads them (an odd column count gets a zero column).
@@ -34,14 +36,14 @@ namespace kvserve::cpu {
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
-// pair panels, and 7 q6_k panels.
+// pair panels, 7 q6_k and 8 q5_k panels.
 inline constexpr int kBf16PairKind = 6;
-inline constexpr int kNumMatMulKinds = 8;
+inline constexpr int kNumMatMulKinds = 9;
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K rows (CHECK-fails on other types); with kBF16,
+  // Packs F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K rows (CHECK-fails on other types); with kBF16,
   // F32/F16/BF16 rows become BF16 pair panels.
   explicit PackedMatrix(const WeightMatrix& w, ComputeDtype compute = ComputeDtype::kF32);
 
@@ -118,8 +120,8 @@ struct KernelTable {
   float (*max)(const float* x, int n);
 };
 
-// The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k; -1 for types
-// the kernels do not take.
+// The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k; -1 for
+// types the kernels do not take.
 int WeightKind(GgmlType type);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).

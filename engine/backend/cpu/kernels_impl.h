@@ -177,6 +177,19 @@ struct Q4Block {
                   : Isa::LoadU4Hi(values + (k - 16) * kPanelRows + v * L);
   }
 };
+// Q5_K: per 32 columns, f32 scales d * sc, f32 offsets -dmin * m, [32][16] int8 values
+// 0..31 (the nibble and the fifth bit).
+struct Q5KBlock {
+  static constexpr int kCols = 32;
+  static constexpr bool kOffset = true;
+  static constexpr size_t kScaleBytes = kPanelRows * 8;
+  static constexpr size_t kBytes = kScaleBytes + 32 * kPanelRows;
+  static V Scale(const uint8_t* block, int v) { return Isa::Load(reinterpret_cast<const float*>(block) + v * L); }
+  static V Offset(const uint8_t* block, int v) {
+    return Isa::Load(reinterpret_cast<const float*>(block) + kPanelRows + v * L);
+  }
+  static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
+};
 struct Q6KBlock {
   static constexpr int kCols = 16;
   static constexpr size_t kScaleBytes = kPanelRows * 4;
@@ -185,7 +198,11 @@ struct Q6KBlock {
   static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
 };
 
-// Quantized panels: per block, sum = sum_k q[k] * x[k] in order, then acc += sum * scale.
+// Per token, the sums of x over each 32-column sub-block, in order (Q4KKernel::Prepare).
+inline thread_local std::vector<float> q4k_xsums;
+
+// Quantized panels: per block, sum = sum_k q[k] * x[k] in order, then acc += sum * scale (and,
+// for blocks with offsets, acc += sum(x over the block) * offset).
 template <class B, int RT, int RP>
 inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const int64_t blocks = a.w->cols() / B::kCols;
@@ -214,6 +231,13 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
       for (int v = 0; v < kVecs; ++v) {
         const V scale = B::Scale(panels[p] + b * B::kBytes, v);
         for (int t = 0; t < RT; ++t) acc[t][p][v] = Isa::Fma(sum[t][p][v], scale, acc[t][p][v]);
+        if constexpr (requires { B::kOffset; }) {
+          const V offset = B::Offset(panels[p] + b * B::kBytes, v);
+          const int64_t groups = a.w->cols() / 32;
+          for (int t = 0; t < RT; ++t) {
+            acc[t][p][v] = Isa::Fma(Isa::Set1(q4k_xsums[(t0 + t) * groups + b]), offset, acc[t][p][v]);
+          }
+        }
       }
     }
   }
@@ -226,8 +250,6 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
 // scale * sum((q - 8) * x) + offset * sum(x), so the nibbles load as Q4_0's do.
 constexpr size_t kQ4KChunkBytes = 4 * 4 * kPanelRows + 32 * kPanelRows;
 
-// Per token, the sums of x over each 32-column sub-block, in order (Q4KKernel::Prepare).
-inline thread_local std::vector<float> q4k_xsums;
 
 template <int RT, int RP>
 inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
@@ -317,6 +339,9 @@ struct QuantKernel : IsaTiles {
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { QuantPanelTile<B, RT, RP>(a, t0, p0); }
 };
+struct Q5KKernel : QuantKernel<Q5KBlock> {
+  static void Prepare(const MatMulArgs& a) { Q4KKernel::Prepare(a); }
+};
 
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
 // them, so a step reads its weights from memory once.
@@ -369,6 +394,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[5] = &MatMulPanels<Q4KKernel>;
   t.matmul[kBf16PairKind] = &MatMulPanels<Bf16PairKernel>;
   t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
+  t.matmul[8] = &MatMulPanels<Q5KKernel>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

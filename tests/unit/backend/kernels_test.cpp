@@ -25,7 +25,7 @@ TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   for (int64_t cols : {32, 64, 96, 172, 256, 1024}) {
     for (GgmlType type :
          {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-          GgmlType::kQ6_K}) {
+          GgmlType::kQ5_K, GgmlType::kQ6_K}) {
       if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values != 0) continue;
       const int64_t rows = cols == 1024 ? 77 : 13;
       EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
@@ -53,7 +53,7 @@ TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
   const int64_t rows = 70, cols = 256;
   for (GgmlType type :
        {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-          GgmlType::kQ6_K}) {
+          GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     EncodedMatrix m = Encode(type, Random(rows * cols, 3), rows, cols);
     const PackedMatrix packed(m.w);
     const std::vector<float> x = Random(7 * cols, 4);

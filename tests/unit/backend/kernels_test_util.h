@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/ggml_types.h"
 
@@ -32,7 +33,18 @@ inline EncodedMatrix Encode(GgmlType type, const std::vector<float>& values, int
   m.w.cols = cols;
   m.w.row_bytes = *GgmlRowBytes(type, cols);
   m.bytes.resize(m.w.row_bytes * rows);
-  for (int64_t r = 0; r < rows; ++r) QuantizeRow(type, &values[r * cols], &m.bytes[r * m.w.row_bytes], cols);
+  if (type == GgmlType::kQ5_K) {
+    // No Q5_K encoder: random blocks (every byte pattern is a valid block) with small scales.
+    std::mt19937 rng(static_cast<uint32_t>(values.size()));
+    for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng());
+    BlockQ5_K* blocks = reinterpret_cast<BlockQ5_K*>(m.bytes.data());
+    for (size_t i = 0; i < m.bytes.size() / sizeof(BlockQ5_K); ++i) {
+      blocks[i].d = F32ToF16(0.002f);
+      blocks[i].dmin = F32ToF16(0.01f);
+    }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) QuantizeRow(type, &values[r * cols], &m.bytes[r * m.w.row_bytes], cols);
+  }
   m.w.data = m.bytes.data();
   return m;
 }
