@@ -33,6 +33,7 @@
 #include "engine/model_runner.h"
 #include "bench/bandwidth_probe.h"
 #include "bench/bench_report.h"
+#include "bench/single_stream.h"
 
 namespace kvserve {
 namespace {
@@ -77,23 +78,10 @@ struct ForwardResult {
 // Prefill of 64 tokens and decode of 128 tokens on `threads` threads.
 ForwardResult RunForward(const Model& model, int threads, bool quick) {
   constexpr int kPrefill = 64, kDecodePrompt = 16, kDecode = 128;
-  const ModelConfig& c = model.config();
-  KvSpecConfig sc;
-  sc.num_layers = c.num_layers;
-  sc.num_kv_heads = c.num_kv_heads;
-  sc.head_dim = c.head_dim;
-  sc.dtype = KvDtype::kF16;
-  constexpr int kBlocks = 32;
-  KvCacheManager cache(*KvSpec::Create(sc), kBlocks);
-  CpuBackendOptions bo;
-  bo.num_threads = threads;
-  bo.limits.max_num_tokens = kPrefill;
-  bo.limits.max_num_seqs = 1;
-  bo.limits.max_logits = 1;
-  CpuBackend backend(model, bo);
-  CHECK(backend.InitKvCache(cache.spec(), kBlocks).ok());
-  ModelRunner runner(&backend, &cache, c.vocab_size);
-  std::vector<float> logits(c.vocab_size);
+  SingleStream s1(model, threads, kPrefill, /*blocks=*/32);
+  KvCacheManager& cache = s1.cache;
+  ModelRunner& runner = s1.runner;
+  std::vector<float>& logits = s1.logits;
   SeqId next_seq = 1;
 
   const std::vector<int32_t> prompt = PromptTokens(model, kPrefill);
@@ -233,14 +221,6 @@ std::string GemmCrossover(const std::vector<GemmShape>& shapes, bool quick) {
 
 // ---- Report ----------------------------------------------------------------------------------
 
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
-
 struct Options {
   std::string output;
   std::string shared = KVSERVE_SHARED_DIR;
@@ -271,7 +251,7 @@ int Main(int argc, char** argv) {
   const Options o = ParseArgs(argc, argv);
   std::string md = "# Forward pass on the CPU backend\n\n";
   md += fmt::format("Command (Release build, run alone on the machine): `{}`\n\n", o.command);
-  md += fmt::format("Machine: {}, {} cores visible; kernels: {}; OpenBLAS: {}.\n", CpuModelName(),
+  md += fmt::format("Machine: {}, {} cores visible; kernels: {}; OpenBLAS: {}.\n", bench_report::CpuModelName(),
                     omp_get_num_procs(), cpu::Kernels().isa, openblas_get_config());
   std::printf("%s", md.c_str());
   std::fflush(stdout);

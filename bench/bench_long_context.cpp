@@ -25,6 +25,7 @@
 
 #include "bench/bandwidth_probe.h"
 #include "bench/bench_report.h"
+#include "bench/single_stream.h"
 #include "cache/kv_cache_manager.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/kernels.h"
@@ -45,23 +46,10 @@ struct Result {
 // One prefill of `context` tokens and kDecode decode steps; the best of `reps` runs each.
 Result Run(const Model& model, ComputeDtype compute, int context, int reps) {
   const ModelConfig& c = model.config();
-  KvSpecConfig sc;
-  sc.num_layers = c.num_layers;
-  sc.num_kv_heads = c.num_kv_heads;
-  sc.head_dim = c.head_dim;
-  sc.dtype = KvDtype::kF16;
-  const int blocks = (context + kDecode) / sc.block_size + 2;
-  KvCacheManager cache(*KvSpec::Create(sc), blocks);
-  CpuBackendOptions bo;
-  bo.num_threads = kThreads;
-  bo.compute_dtype = compute;
-  bo.limits.max_num_tokens = kChunk;
-  bo.limits.max_num_seqs = 1;
-  bo.limits.max_logits = 1;
-  CpuBackend backend(model, bo);
-  CHECK(backend.InitKvCache(cache.spec(), blocks).ok());
-  ModelRunner runner(&backend, &cache, c.vocab_size);
-  std::vector<float> logits(c.vocab_size);
+  SingleStream s1(model, kThreads, kChunk, (context + kDecode) / 16 + 2, compute);
+  KvCacheManager& cache = s1.cache;
+  ModelRunner& runner = s1.runner;
+  std::vector<float>& logits = s1.logits;
   Result best;
   for (int rep = 0; rep < reps; ++rep) {
     const SeqId seq = rep + 1;
@@ -87,14 +75,6 @@ Result Run(const Model& model, ComputeDtype compute, int context, int reps) {
     cache.Free(seq);
   }
   return best;
-}
-
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
 }
 
 int Main(int argc, char** argv) {
@@ -127,7 +107,7 @@ int Main(int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::string md = "# Long context on the CPU backend (synthetic:150m, F16 matrices, F16 KV cache)\n\n";
   md += fmt::format("Command (Release build, run alone on the machine): `{}`\n\n", command);
-  md += fmt::format("Date: {}. Machine: {}, {} cores visible, {} threads; kernels: {}.\n\n", date, CpuModelName(),
+  md += fmt::format("Date: {}. Machine: {}, {} cores visible, {} threads; kernels: {}.\n\n", date, bench_report::CpuModelName(),
                     omp_get_num_procs(), kThreads, cpu::Kernels().isa);
   md += fmt::format(
       "Prefill: a C-token prompt in chunks of {} tokens (tokens/s). Decode: {} single-token steps after it "

@@ -70,14 +70,6 @@ double MedianSeconds(Fn&& fn, int min_reps, double min_seconds) {
   return times[times.size() / 2];
 }
 
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
-
 std::string DnnlIsaName(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::sse41: return "sse41";
@@ -264,7 +256,7 @@ int Main(int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   md += fmt::format("Date: {}. Machine: {}, {} cores visible, {} threads for every method; our kernels: {}; "
                     "OpenBLAS: {}; oneDNN {}.{}.{} ({}), effective ISA **{}**.\n\n",
-                    date, CpuModelName(), omp_get_num_procs(), kThreads,
+                    date, bench_report::CpuModelName(), omp_get_num_procs(), kThreads,
                     cpu::Kernels().isa, openblas_get_config(), v->major, v->minor, v->patch,
                     v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime",
                     DnnlIsaName(dnnl::get_effective_cpu_isa()));

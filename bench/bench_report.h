@@ -8,6 +8,15 @@
 
 namespace kvserve::bench_report {
 
+// The CPU's model name from /proc/cpuinfo, for the reports' machine line.
+inline std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
 // The value of --output FILE in argv, or "".
 inline std::string OutputFlag(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
