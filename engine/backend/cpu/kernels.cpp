@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/fp16.h"
 #include "common/log.h"
@@ -46,19 +47,6 @@ inline uint16_t RoundBf16(float f) {
   return static_cast<uint16_t>(r);
 }
 
-float WeightValue(GgmlType type, const uint8_t* row, int64_t k) {
-  uint16_t h;
-  switch (type) {
-    case GgmlType::kF32: {
-      float f;
-      std::memcpy(&f, row + 4 * k, 4);
-      return f;
-    }
-    case GgmlType::kF16: std::memcpy(&h, row + 2 * k, 2); return F16ToF32(h);
-    default: std::memcpy(&h, row + 2 * k, 2); return Bf16ToF32(h);
-  }
-}
-
 }  // namespace
 
 void RoundToBf16(const float* x, int64_t ldx, int num_tokens, int64_t cols, uint16_t* xb, int64_t ldxb) {
@@ -81,12 +69,15 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
     CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
     std::memset(data_.get(), 0, nbytes());
+    // Each row decoded to F32, then rounded as the activations are.
+    std::vector<float> values(static_cast<size_t>(cols_));
+    std::vector<uint16_t> rounded(static_cast<size_t>(cols_) + 1);
     for (int64_t r = 0; r < rows_; ++r) {
       uint16_t* panel = reinterpret_cast<uint16_t*>(data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_);
       const int lane = static_cast<int>(r % kPanelRows);
-      for (int64_t k = 0; k < cols_; ++k) {
-        panel[((k / 2) * kPanelRows + lane) * 2 + k % 2] = RoundBf16(WeightValue(w.type, w.row(r), k));
-      }
+      DequantizeRow(w.type, w.row(r), values.data(), cols_);
+      RoundToBf16(values.data(), cols_, 1, cols_, rounded.data(), cols_ + 1);
+      for (int64_t k = 0; k < cols_; ++k) panel[((k / 2) * kPanelRows + lane) * 2 + k % 2] = rounded[k];
     }
     return;
   }
