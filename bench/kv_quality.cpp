@@ -142,7 +142,7 @@ std::string Table(const Model& model, const std::vector<Setting>& settings, cons
 
 std::vector<Setting> SettingsFor(const Model& model, std::string* note) {
   std::vector<Setting> settings;
-  for (KvDtype d : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kInt4C}) {
     KvSpecConfig kv;
     kv.dtype = d;
     settings.push_back({std::string(KvDtypeName(d)), kv});

@@ -26,8 +26,8 @@ int64_t EstimateLlamaWeightBytes(const LlamaShape& s, double bits_per_weight) {
 }
 
 std::span<const KvDtype> AllKvDtypes() {
-  static constexpr std::array<KvDtype, 5> kAll = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8,
-                                                  KvDtype::kInt4};
+  static constexpr std::array<KvDtype, 6> kAll = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8,
+                                                  KvDtype::kInt4, KvDtype::kInt4C};
   return kAll;
 }
 

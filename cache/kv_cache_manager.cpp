@@ -110,6 +110,7 @@ KvCacheManager::~KvCacheManager() = default;
 
 int KvCacheManager::num_blocks() const { return impl_->pool.num_blocks(); }
 int KvCacheManager::num_free_blocks() const { return impl_->pool.num_free(); }
+bool KvCacheManager::is_free_block(BlockId id) const { return impl_->pool.is_free(id); }
 int KvCacheManager::num_used_blocks() const { return impl_->pool.num_used(); }
 double KvCacheManager::usage_ratio() const {
   return static_cast<double>(num_used_blocks()) / num_blocks();

@@ -67,6 +67,9 @@ class KvCacheManager {
   int num_free_blocks() const;  // free + cached (allocatable)
   int num_used_blocks() const;  // referenced (used + pinned)
   double usage_ratio() const;
+  // Whether no sequence, pin or session holds block `id` (a free block may still be a cached
+  // prefix block).
+  bool is_free_block(BlockId id) const;
   [[nodiscard]] KvCacheStats stats() const;
   // Every device block's state, holder and fill, and every sequence (walks the whole pool).
   [[nodiscard]] KvBlockMap BlockMap() const;

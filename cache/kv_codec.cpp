@@ -34,6 +34,8 @@ struct GroupCode {
   float scale, bias, inv;
 };
 
+constexpr int kMaxRows = 1024;  // KvSpec's largest block
+
 float Dequantize(int q, const uint16_t* params) {
   return std::fma(static_cast<float>(q), F16ToF32(params[0]), F16ToF32(params[1]));
 }
@@ -64,7 +66,8 @@ void EncodeKvRow(KvDtype dtype, const float* src, int head_dim, int group_size, 
       }
       return;
     }
-    case KvDtype::kInt4: {
+    case KvDtype::kInt4:
+    case KvDtype::kInt4C: {
       CHECK(head_dim % group_size == 0 && group_size % 2 == 0);
       const int half = group_size / 2;
       for (int g = 0; g < head_dim / group_size; ++g) {
@@ -104,7 +107,8 @@ void DecodeKvRow(KvDtype dtype, const uint8_t* data, const uint16_t* scales, int
       }
       return;
     }
-    case KvDtype::kInt4: {
+    case KvDtype::kInt4:
+    case KvDtype::kInt4C: {
       const int half = group_size / 2;
       for (int g = 0; g < head_dim / group_size; ++g) {
         const uint16_t* params = &scales[kKvParamsPerGroup * g];
@@ -116,6 +120,38 @@ void DecodeKvRow(KvDtype dtype, const uint8_t* data, const uint16_t* scales, int
       }
       return;
     }
+  }
+}
+
+void EncodeKvKeysPerChannel(const float* rows, int num_rows, int head_dim, int group_size,
+                            uint8_t* data, uint16_t* channel_params) {
+  CHECK(num_rows > 0 && num_rows <= kMaxRows && head_dim % group_size == 0 && group_size % 2 == 0);
+  const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4, head_dim);
+  const int half = group_size / 2;
+  float column[kMaxRows];
+  for (int c = 0; c < head_dim; ++c) {
+    for (int r = 0; r < num_rows; ++r) column[r] = rows[static_cast<size_t>(r) * head_dim + c];
+    const GroupCode<-8, 7> code(column, num_rows, &channel_params[kKvParamsPerGroup * c]);
+    // Channel c sits in group c / G at nibble position c % G: low nibble of byte c % G for the
+    // group's first half, high nibble of byte c % G - G/2 for its second.
+    const int in_group = c % group_size;
+    const size_t byte = static_cast<size_t>(c / group_size) * half + in_group % half;
+    const int shift = in_group < half ? 0 : 4;
+    for (int r = 0; r < num_rows; ++r) {
+      uint8_t& b = data[r * row_bytes + byte];
+      b = static_cast<uint8_t>((b & ~(0xF << shift)) | ((code.Quantize(column[r]) + 8) << shift));
+    }
+  }
+}
+
+void DecodeKvKeyRowPerChannel(const uint8_t* row_data, const uint16_t* channel_params, int head_dim,
+                              int group_size, float* dst) {
+  const int half = group_size / 2;
+  for (int c = 0; c < head_dim; ++c) {
+    const int in_group = c % group_size;
+    const uint8_t b = row_data[static_cast<size_t>(c / group_size) * half + in_group % half];
+    const int q = (in_group < half ? (b & 0xF) : (b >> 4)) - 8;
+    dst[c] = Dequantize(q, &channel_params[kKvParamsPerGroup * c]);
   }
 }
 

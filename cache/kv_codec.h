@@ -8,6 +8,8 @@
 //         q = round((x - bias) / scale) in [-128, 127].
 //   INT4: scale = (max - min) / 15, bias = min + 8 * scale, q in [-8, 7] stored as q + 8; inside
 //         a group of G values, byte i holds value i (low nibble) and value i + G/2 (high nibble).
+//   INT4C: values as INT4 (EncodeKvRow/DecodeKvRow treat it as INT4); keys per channel over a
+//         block with the functions below.
 // Backends must produce and consume exactly these bytes; their kernels are tested against
 // these functions. Pure functions; thread-safe.
 #pragma once
@@ -24,5 +26,16 @@ void EncodeKvRow(KvDtype dtype, const float* src, int head_dim, int group_size, 
                  uint16_t* scales);
 void DecodeKvRow(KvDtype dtype, const uint8_t* data, const uint16_t* scales, int head_dim,
                  int group_size, float* dst);
+
+// INT4C keys: rows[num_rows][head_dim] (the first num_rows rows of a block) quantized per
+// channel. Channel c gets f16 {scale, bias} = channel_params[2c], [2c + 1] over its num_rows
+// values (the INT4 code above with the group running down the channel); the codes are packed
+// per row as INT4 packs a row (nibbles paired within groups of group_size), row r at
+// data + r * KvRowDataBytes(kInt4, head_dim). Rows >= num_rows are not touched.
+void EncodeKvKeysPerChannel(const float* rows, int num_rows, int head_dim, int group_size,
+                            uint8_t* data, uint16_t* channel_params);
+// One row of such a block: dst[c] = code(c) * scale_c + bias_c.
+void DecodeKvKeyRowPerChannel(const uint8_t* row_data, const uint16_t* channel_params, int head_dim,
+                              int group_size, float* dst);
 
 }  // namespace kvserve

@@ -15,12 +15,13 @@ std::string_view KvDtypeName(KvDtype dtype) {
     case KvDtype::kBF16: return "bf16";
     case KvDtype::kInt8: return "int8";
     case KvDtype::kInt4: return "int4";
+    case KvDtype::kInt4C: return "int4c";
   }
   return "unknown";
 }
 
 std::optional<KvDtype> ParseKvDtype(std::string_view name) {
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kInt4C}) {
     if (KvDtypeName(d) == name) return d;
   }
   if (name == "fp32" || name == "float32") return KvDtype::kF32;
@@ -34,7 +35,8 @@ size_t KvRowDataBytes(KvDtype dtype, int head_dim) {
     case KvDtype::kF16:
     case KvDtype::kBF16: return 2 * static_cast<size_t>(head_dim);
     case KvDtype::kInt8: return static_cast<size_t>(head_dim);
-    case KvDtype::kInt4: return static_cast<size_t>(head_dim + 1) / 2;
+    case KvDtype::kInt4:
+    case KvDtype::kInt4C: return static_cast<size_t>(head_dim + 1) / 2;
   }
   return 0;
 }
@@ -61,7 +63,8 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
     return InvalidArgumentError("KV group size " + std::to_string(s.group_size_) + " gives more than " +
                                 std::to_string(kMaxKvGroupsPerRow) + " groups per row");
   }
-  if ((c.dtype == KvDtype::kInt4 || c.keep_dtype == KvDtype::kInt4) && s.group_size_ % 2 != 0) {
+  auto is_int4 = [](KvDtype d) { return RowDtype(d) == KvDtype::kInt4; };
+  if ((is_int4(c.dtype) || is_int4(c.keep_dtype)) && s.group_size_ % 2 != 0) {
     return InvalidArgumentError("INT4 KV needs an even group size");
   }
   s.default_dtype_ = c.dtype;
@@ -89,7 +92,11 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
         s.segment_offsets_[(static_cast<size_t>(l) * 2 + kind) * c.num_kv_heads + h] = offset;
         const KvDtype d = s.dtype(l, h);
         size_t bytes = static_cast<size_t>(c.block_size) * KvRowDataBytes(d, c.head_dim);
-        if (IsQuantized(d)) bytes += static_cast<size_t>(c.block_size) * s.params_per_row() * 2;
+        if (KeysPerChannel(d) && kind == 0) {
+          bytes += static_cast<size_t>(c.head_dim) * kKvParamsPerGroup * 2;  // per channel
+        } else if (IsQuantized(d)) {
+          bytes += static_cast<size_t>(c.block_size) * s.params_per_row() * 2;
+        }
         offset += AlignUp(bytes, kSegmentAlign);
       }
     }

@@ -8,6 +8,13 @@
 //   segment = data  [block_size][row_bytes]          row = head_dim values of one token
 //             scales[block_size][groups_per_row][2]  f16 {scale, bias}, quantized dtypes only
 //
+// INT4C ("int4c") stores values as INT4 does but keys *per channel* over a whole block (as
+// KIVI does; RoPE'd keys carry per-channel offsets that dominate per-token groups): its K
+// segments hold the codes and, instead of per-row groups, scales[head_dim][2] f16 {scale,
+// bias} for each channel over the block's rows. A block's keys can only be encoded once it is
+// full, so a backend keeps the rows of the block being filled in F16 elsewhere ("staging",
+// backend.h) and encodes them when the last row arrives.
+//
 // A quantized row is split into groups of `group_size` consecutive values (inside one head);
 // each group has an f16 scale and an f16 bias (asymmetric INT8 / INT4, cache/kv_codec.h).
 // Every (layer, head) may have its own dtype ("layered precision"). Immutable value type;
@@ -25,11 +32,18 @@
 
 namespace kvserve {
 
-enum class KvDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4 };
+enum class KvDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4, kInt4C };
+inline constexpr int kNumKvDtypes = 6;
 
 std::string_view KvDtypeName(KvDtype dtype);
 [[nodiscard]] std::optional<KvDtype> ParseKvDtype(std::string_view name);
-constexpr bool IsQuantized(KvDtype d) { return d == KvDtype::kInt8 || d == KvDtype::kInt4; }
+constexpr bool IsQuantized(KvDtype d) {
+  return d == KvDtype::kInt8 || d == KvDtype::kInt4 || d == KvDtype::kInt4C;
+}
+// Keys quantized per channel over a full block (INT4C); its values are stored as INT4.
+constexpr bool KeysPerChannel(KvDtype d) { return d == KvDtype::kInt4C; }
+// The dtype whose row layout the K (kind 0) or V (kind 1) rows of `d` use.
+constexpr KvDtype RowDtype(KvDtype d) { return d == KvDtype::kInt4C ? KvDtype::kInt4 : d; }
 // f16 values stored per quantization group: scale and bias.
 inline constexpr int kKvParamsPerGroup = 2;
 inline constexpr int kMaxKvGroupsPerRow = 256;

@@ -205,8 +205,7 @@ void RegisterGenerateCommand(CommandRegistry& registry) {
   sub->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
   AddWeightDtypeOption(sub, &o->weight_dtype);
   AddComputeDtypeOption(sub, &o->compute_dtype);
-  sub->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  AddKvDtypeOption(sub, &o->kv_dtype);
   sub->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
   sub->add_option("--kv-cache-memory", o->kv_cache_memory,
                   "KV pool size in bytes, e.g. 2GiB (default: just enough for this request)")

@@ -23,8 +23,8 @@ struct SensitivityOptions {
 
 int RunSensitivity(const SensitivityOptions& o) {
   const std::optional<KvDtype> dtype = ParseKvDtype(o.kv_dtype);
-  if (!dtype || (*dtype != KvDtype::kInt8 && *dtype != KvDtype::kInt4)) {
-    return ReportError(kCommand, "--kv-dtype must be int8 or int4", kExitUsageError);
+  if (!dtype || !IsQuantized(*dtype)) {
+    return ReportError(kCommand, "--kv-dtype must be int8, int4 or int4c", kExitUsageError);
   }
   std::string text;
   if (!o.text_file.empty()) {
@@ -49,7 +49,7 @@ void RegisterKvSensitivityCommand(CommandRegistry& registry) {
   CLI::App* sub = registry.Add(kCommand, "Which layers lose most when their KV cache is quantized",
                                [options] { return RunSensitivity(*options); });
   sub->add_option("-m,--model", options->model, "GGUF file or synthetic:<preset>[:<dtype>]");
-  sub->add_option("--kv-dtype", options->kv_dtype, "Quantized type to test: int8 or int4");
+  sub->add_option("--kv-dtype", options->kv_dtype, "Quantized type to test: int8, int4 or int4c");
   sub->add_option("--text", options->text_file, "Sample text file (default: built-in English text)");
   sub->add_option("--tokens", options->tokens, "Tokens of sample text to use")->check(CLI::Range(8, 1 << 20));
 }

@@ -132,7 +132,7 @@ void RegisterPlanCommand(CommandRegistry& registry) {
   sub->add_option("--memory", options->memory, "Memory for the server, e.g. 40GiB, 80GB, 24G")->required();
   sub->add_option("--reserve", options->reserve, "Memory kept for activations and runtime, e.g. 2GiB");
   sub->add_option("--ctx", options->ctx, "Tokens per sequence")->check(CLI::PositiveNumber);
-  sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4");
+  sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4, int4c");
   sub->add_option("--kv-keep", options->kv_keep, "Layered precision row: layers=0,1 or heads=L:H,... kept at --kv-keep-dtype");
   sub->add_option("--kv-keep-dtype", options->kv_keep_dtype, "Element type of the --kv-keep layers or heads");
   sub->add_option("--block-size", options->block_size, "KV block size in tokens")->check(CLI::Range(1, 1024));

@@ -17,7 +17,7 @@
 namespace kvserve {
 namespace {
 
-const std::vector<std::string> kKvDtypes = {"f32", "f16", "bf16", "int8", "int4"};
+const std::vector<std::string> kKvDtypes = {"f32", "f16", "bf16", "int8", "int4", "int4c"};
 
 bool ParseInt(std::string_view s, int* out) {
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -116,6 +116,13 @@ void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype) {
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
 }
 
+void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype) {
+  app->add_option("--kv-dtype", *kv_dtype,
+                  "KV cache element type: f32, f16, bf16, int8, int4 (per-token groups) or int4c (CPU: keys "
+                  "quantized per channel over each full block, the block being filled kept in F16; INT4 values)")
+      ->check(CLI::IsMember(kKvDtypes));
+}
+
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
                   "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape, gemma2-tiny, "
@@ -129,7 +136,7 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
       ->check(CLI::Range(0.01, 1.0));
   app->add_option("-t,--threads", f->threads, "CPU threads for the forward pass (0 = all cores)")
       ->check(CLI::Range(0, 1024));
-  app->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")->check(CLI::IsMember(kKvDtypes));
+  AddKvDtypeOption(app, &f->kv_dtype);
   AddWeightDtypeOption(app, &f->weight_dtype);
   AddComputeDtypeOption(app, &f->compute_dtype);
   app->add_option("--kv-keep", f->kv_keep,

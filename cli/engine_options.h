@@ -40,6 +40,8 @@ ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype);
 void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);
 // --compute-dtype f32|bf16|auto (engine/backend/compute_dtype.h, ResolveComputeDtype).
 void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype);
+// --kv-dtype with the KV element types.
+void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype);
 
 struct EngineFlags {
   std::string model = "synthetic:150m";

@@ -35,6 +35,8 @@ Status ModelRunner::ExecuteStep(const SchedulerOutput& out, std::span<float> log
   if (!st.ok()) {
     for (const ScheduledWork& w : out.work) failed->push_back(w.seq->request);
   }
+  // Every byte movement of the step is done: staged keys of blocks the cache freed can go.
+  backend_->ReleaseStaging([this](int32_t block) { return cache_->is_free_block(block); });
   return st;
 }
 

@@ -53,6 +53,12 @@ class Backend {
   // re-indexes the kept positions (delta < 0).
   [[nodiscard]] virtual Status ShiftKeys(std::span<const int32_t> blocks, int delta) = 0;
 
+  // INT4C keys (kv_spec.h) of blocks still being filled are staged in F16 outside the arena,
+  // one slot per block (see cpu/key_staging.h). The runner calls this after each step with
+  // the cache's view of which blocks are free, so slots of freed blocks go back. A backend
+  // without staging ignores it.
+  virtual void ReleaseStaging(const std::function<bool(int32_t block)>& is_free) {}
+
   // Time spent per forward operation goes to `profiler` (nullable; not owned).
   void SetProfiler(Profiler* profiler) { profiler_ = profiler; }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cache/kv_codec.h"
+#include "common/fp16.h"
 #include "common/log.h"
 #include "engine/backend/validate_batch.h"
 
@@ -88,6 +89,8 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   kv_arena_bytes_ = bytes;
   num_blocks_ = num_blocks;
   spec_ = std::make_unique<KvSpec>(spec);
+  staging_ = std::make_unique<cpu::KeyStaging>(spec, num_blocks);
+  if (!staging_->active()) staging_.reset();
   const int n_rep = config_.num_heads / config_.num_kv_heads;
   attn_ws_stride_ = static_cast<size_t>(n_rep) * (config_.head_dim + spec.block_size() + 2);
   attn_ws_stride_ = (attn_ws_stride_ + 15) / 16 * 16;  // keep each thread's slice cache-line aligned
@@ -221,6 +224,18 @@ void CpuBackend::ApplyRope(const ForwardBatch& b) {
   }
 }
 
+void CpuBackend::PrepareStaging(const ForwardBatch& b) {
+  filling_done_.clear();
+  if (!staging_) return;
+  const int bs = spec_->block_size();
+  for (int t = 0; t < b.num_tokens(); ++t) {
+    const auto id = static_cast<int32_t>(b.slot_mapping[t] / bs);
+    const int offset = static_cast<int>(b.slot_mapping[t] % bs);
+    staging_->Prepare(id, offset, block_data(id));
+    if (offset == bs - 1) filling_done_.push_back(id);
+  }
+}
+
 void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
   const KvSpec& s = *spec_;
   const int bs = s.block_size();
@@ -235,6 +250,11 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
       for (int kind = 0; kind < 2; ++kind) {
         uint8_t* seg = block + s.segment_offset(layer, kind, h);
         const float* src = (kind == 0 ? k_.data() : v_.data()) + static_cast<size_t>(t) * config_.kv_dim() + h * hd;
+        if (kind == 0 && KeysPerChannel(d)) {  // staged; encoded when the block is full
+          uint16_t* row = staging_->rows(static_cast<int32_t>(slot / bs), layer, h) + offset * hd;
+          for (int i = 0; i < hd; ++i) row[i] = F32ToF16(src[i]);
+          continue;
+        }
         uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * s.params_per_row();
         EncodeKvRow(d, src, hd, s.group_size(), seg + offset * row_bytes, scales);
         if (options_.kv_store_hook && d == KvDtype::kF32) {
@@ -243,6 +263,7 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
       }
     }
   }
+  for (int32_t id : filling_done_) staging_->Encode(id, layer, block_data(id));
 }
 
 void CpuBackend::Attention(const ForwardBatch& b, int layer) {
@@ -283,8 +304,11 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
     std::fill(max, max + n_rep, -INFINITY);
     std::fill(sum, sum + n_rep, 0.0f);
     const KvDtype d = s.dtype(layer, g);
-    const cpu::KvDotFn dot = kernels_->kv_dot[static_cast<int>(d)];
-    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(d)];
+    const cpu::KvDotFn dot = kernels_->kv_dot[static_cast<int>(RowDtype(d))];
+    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(RowDtype(d))];
+    // INT4C: the query's own block is read from its staged F16 rows, earlier ones per channel.
+    const bool per_channel = KeysPerChannel(d);
+    const int own_start = (ctx - 1) / bs * bs;
     const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
 
     for (int start = first / bs * bs; start < ctx; start += bs) {
@@ -306,7 +330,15 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
       }
       for (int r = 0; r < n_rep; ++r) {
         float* sc = scores + r * bs;
-        dot(q + r * hd, krows, hd, s.group_size(), sc);
+        if (!per_channel) {
+          dot(q + r * hd, krows, hd, s.group_size(), sc);
+        } else if (start == own_start) {
+          const auto* staged = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
+          kernels_->kv_dot[static_cast<int>(KvDtype::kF16)](q + r * hd, cpu::KvRows{staged, nullptr, krows.n}, hd,
+                                                            s.group_size(), sc);
+        } else {
+          cpu::KvDotPerChannel(*kernels_, q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
+        }
         if (cap > 0) {
           for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
         }
@@ -358,6 +390,7 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
     fn();
   };
   timed(Op::kEmbed, [&] { Embed(b); });
+  PrepareStaging(b);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = model_.weights().layers[l];
     const PackedLayer& P = packed_layers_[l];
@@ -384,6 +417,7 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
       for (size_t i = 0; i < n_act; ++i) x_[i] += xb2_[i];
     });
   }
+  for (int32_t id : filling_done_) staging_->Release(id);  // encoded in every layer
   const int n = b.num_logits();
   if (n == 0) return OkStatus();
   Profiler::Scope scope(profiler_, Op::kLogits);
@@ -405,6 +439,7 @@ Status CpuBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_d
       return InvalidArgumentError("CopyBlocks: block id out of range");
     }
     std::memcpy(block_data(dst), block_data(src), spec_->block_bytes());
+    if (staging_) staging_->Copy(src, dst);
   }
   return OkStatus();
 }
@@ -427,7 +462,17 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
     cos_sin[2 * i] = static_cast<float>(std::cos(theta));
     cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
   }
-  std::vector<float> row(hd);  // [head_dim] one decoded key row
+  auto rotate = [&](float* row) {
+    for (int i = 0; i < half; ++i) {
+      const int i0 = neox ? i : 2 * i;
+      const int i1 = neox ? i + half : 2 * i + 1;
+      const float x0 = row[i0], x1 = row[i1];
+      row[i0] = x0 * cos_sin[2 * i] - x1 * cos_sin[2 * i + 1];
+      row[i1] = x0 * cos_sin[2 * i + 1] + x1 * cos_sin[2 * i];
+    }
+  };
+  const int bs = s.block_size();
+  std::vector<float> rows(static_cast<size_t>(bs) * hd);  // decoded key rows of one segment
   for (int32_t id : blocks) {
     uint8_t* block = block_data(id);
     for (int l = 0; l < s.num_layers(); ++l) {
@@ -436,18 +481,27 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
         const size_t row_bytes = s.row_bytes(l, h);
         uint8_t* seg = block + s.segment_offset(l, /*kind=K*/ 0, h);
         uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(l, h));
-        for (int r = 0; r < s.block_size(); ++r) {
-          uint8_t* data = seg + r * row_bytes;
-          uint16_t* row_scales = scales + r * s.params_per_row();
-          DecodeKvRow(d, data, row_scales, hd, s.group_size(), row.data());
-          for (int i = 0; i < half; ++i) {
-            const int i0 = neox ? i : 2 * i;
-            const int i1 = neox ? i + half : 2 * i + 1;
-            const float x0 = row[i0], x1 = row[i1];
-            row[i0] = x0 * cos_sin[2 * i] - x1 * cos_sin[2 * i + 1];
-            row[i1] = x0 * cos_sin[2 * i + 1] + x1 * cos_sin[2 * i];
+        if (KeysPerChannel(d) && staging_->has(id)) {  // rotate the staged rows
+          uint16_t* staged = staging_->rows(id, l, h);
+          for (int i = 0; i < staging_->filled(id) * hd; i += hd) {
+            for (int j = 0; j < hd; ++j) rows[j] = F16ToF32(staged[i + j]);
+            rotate(rows.data());
+            for (int j = 0; j < hd; ++j) staged[i + j] = F32ToF16(rows[j]);
           }
-          EncodeKvRow(d, row.data(), hd, s.group_size(), data, row_scales);
+        } else if (KeysPerChannel(d)) {  // the whole block: its channel parameters change
+          for (int r = 0; r < bs; ++r) {
+            DecodeKvKeyRowPerChannel(seg + r * row_bytes, scales, hd, s.group_size(), &rows[static_cast<size_t>(r) * hd]);
+            rotate(&rows[static_cast<size_t>(r) * hd]);
+          }
+          EncodeKvKeysPerChannel(rows.data(), bs, hd, s.group_size(), seg, scales);
+        } else {
+          for (int r = 0; r < bs; ++r) {
+            uint8_t* data = seg + r * row_bytes;
+            uint16_t* row_scales = scales + r * s.params_per_row();
+            DecodeKvRow(d, data, row_scales, hd, s.group_size(), rows.data());
+            rotate(rows.data());
+            EncodeKvRow(d, rows.data(), hd, s.group_size(), data, row_scales);
+          }
         }
       }
     }
@@ -460,6 +514,8 @@ Status CpuBackend::ReadBlock(int32_t id, std::span<uint8_t> out) const {
     return InvalidArgumentError("ReadBlock: bad block id or size");
   }
   std::memcpy(out.data(), kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(), out.size());
+  // A partially filled INT4C block leaves with its staged keys encoded over the rows it has.
+  if (staging_ && staging_->has(id)) staging_->Encode(id, -1, out.data());
   return OkStatus();
 }
 
@@ -468,7 +524,12 @@ Status CpuBackend::WriteBlock(int32_t id, std::span<const uint8_t> in) {
     return InvalidArgumentError("WriteBlock: bad block id or size");
   }
   std::memcpy(block_data(id), in.data(), in.size());
+  if (staging_) staging_->Release(id);
   return OkStatus();
+}
+
+void CpuBackend::ReleaseStaging(const std::function<bool(int32_t block)>& is_free) {
+  if (staging_) staging_->ReleaseIf(is_free);
 }
 
 }  // namespace kvserve

@@ -16,6 +16,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/compute_dtype.h"
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/key_staging.h"
 #include "engine/model/weights.h"
 
 namespace kvserve {
@@ -38,10 +39,13 @@ class CpuBackend final : public Backend {
   [[nodiscard]] Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
   [[nodiscard]] Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override;
   // Re-rotates every K row of `blocks` by `delta` positions with the model's RoPE layout and
-  // frequency scale (decode -> rotate -> encode for F16/BF16/INT8/INT4 rows).
+  // frequency scale (decode -> rotate -> encode; INT4C blocks as a whole, or their staged rows).
   [[nodiscard]] Status ShiftKeys(std::span<const int32_t> blocks, int delta) override;
   [[nodiscard]] Status ReadBlock(int32_t id, std::span<uint8_t> out) const override;
   [[nodiscard]] Status WriteBlock(int32_t id, std::span<const uint8_t> in) override;
+  void ReleaseStaging(const std::function<bool(int32_t block)>& is_free) override;
+  // INT4C keys of blocks being filled (tests); null when no head keeps keys per channel.
+  const cpu::KeyStaging* key_staging() const { return staging_.get(); }
 
   const cpu::KernelTable& kernels() const { return *kernels_; }
   // Host pointer to block `id` (tests, host offload).
@@ -60,6 +64,7 @@ class CpuBackend final : public Backend {
   };
   void MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, int num_tokens);
   void ApplyRope(const ForwardBatch& batch);
+  void PrepareStaging(const ForwardBatch& batch);
   void StoreKv(const ForwardBatch& batch, int layer);
   void Attention(const ForwardBatch& batch, int layer);
   void GatedActivation(int num_tokens);
@@ -83,6 +88,10 @@ class CpuBackend final : public Backend {
   uint8_t* kv_arena_ = nullptr;
   size_t kv_arena_bytes_ = 0;
   int num_blocks_ = 0;
+  // INT4C keys of blocks being filled (null when no head keeps keys per channel), and the
+  // blocks whose last row the current Forward writes (encoded per layer, released at its end).
+  std::unique_ptr<cpu::KeyStaging> staging_;
+  std::vector<int32_t> filling_done_;
 
   // RoPE table: [positions][rope_dim / 2] of (cos, sin).
   std::vector<float> rope_cos_sin_;

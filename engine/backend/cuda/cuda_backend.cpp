@@ -301,6 +301,14 @@ Status CudaBackend::Impl::InitKvCache(const KvSpec& s, int blocks) {
     return InvalidArgumentError("KV spec does not match the model's layers/heads/head dim");
   }
   if (blocks <= 0) return InvalidArgumentError("KV cache needs at least one block");
+  for (int l = 0; l < s.num_layers(); ++l) {
+    for (int h = 0; h < s.num_kv_heads(); ++h) {
+      if (KeysPerChannel(s.dtype(l, h))) {
+        return InvalidArgumentError("the int4c KV cache runs on the CPU backend only so far; use int4 or int8 "
+                                    "with --device cuda");
+      }
+    }
+  }
   if (launched != waited) return FailedPreconditionError("InitKvCache with steps in flight");
   RETURN_IF_ERROR(Drain());
   FreeKvCache();

@@ -17,15 +17,17 @@ namespace {
 struct Param {
   const char* model;
   ComputeDtype compute;
+  KvDtype kv = KvDtype::kF32;  // int4c: staged keys, encoded when a block fills
 };
 
 class BatchInvarianceTest : public ::testing::TestWithParam<Param> {};
 
 // The target's logits at each of its steps (its prompt, then `decode_steps` greedy tokens),
 // with `companions` other sequences in every pass.
-std::vector<std::vector<float>> RunTarget(const Model& model, ComputeDtype compute, int companions) {
+std::vector<std::vector<float>> RunTarget(const Model& model, ComputeDtype compute, int companions,
+                                          KvDtype kv = KvDtype::kF32) {
   const int vocab = model.config().vocab_size;
-  KvCacheManager cache(testing::SpecFor(model, KvDtype::kF32, 16), 256);
+  KvCacheManager cache(testing::SpecFor(model, kv, 16), 256);
   CpuBackendOptions bo;
   bo.limits.max_num_tokens = 256;
   bo.limits.max_num_seqs = 32;
@@ -79,9 +81,9 @@ std::vector<std::vector<float>> RunTarget(const Model& model, ComputeDtype compu
 
 TEST_P(BatchInvarianceTest, LogitsAreTheSameBitsAloneAndInBatchesOf2_7And16) {
   const std::unique_ptr<Model> model = testing::LoadModelOrDie(GetParam().model);
-  const std::vector<std::vector<float>> alone = RunTarget(*model, GetParam().compute, 0);
+  const std::vector<std::vector<float>> alone = RunTarget(*model, GetParam().compute, 0, GetParam().kv);
   for (int companions : {1, 6, 15}) {
-    const std::vector<std::vector<float>> batched = RunTarget(*model, GetParam().compute, companions);
+    const std::vector<std::vector<float>> batched = RunTarget(*model, GetParam().compute, companions, GetParam().kv);
     ASSERT_EQ(batched.size(), alone.size());
     for (size_t step = 0; step < alone.size(); ++step) {
       ASSERT_EQ(0, std::memcmp(batched[step].data(), alone[step].data(), alone[step].size() * sizeof(float)))
@@ -109,10 +111,12 @@ INSTANTIATE_TEST_SUITE_P(
     Models, BatchInvarianceTest,
     ::testing::Values(Param{"synthetic:tiny", ComputeDtype::kF32}, Param{"synthetic:tiny", ComputeDtype::kBF16},
                       Param{"synthetic:gemma2-tiny", ComputeDtype::kF32},
-                      Param{"synthetic:gemma2-tiny", ComputeDtype::kBF16}),
+                      Param{"synthetic:gemma2-tiny", ComputeDtype::kBF16},
+                      Param{"synthetic:tiny", ComputeDtype::kF32, KvDtype::kInt4C}),
     [](const auto& info) {
       std::string name = std::string(info.param.model).substr(10) + "_" +
                          std::string(ComputeDtypeName(info.param.compute));
+      if (info.param.kv != KvDtype::kF32) name += "_kv_" + std::string(KvDtypeName(info.param.kv));
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });

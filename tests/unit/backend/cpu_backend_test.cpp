@@ -94,7 +94,8 @@ TEST(CpuBackend, QuantizedAndHalfKvStayCloseToF32) {
   const auto ref = testing::ReferenceLogits(*model, tokens);
   // Maximum |logit error| allowed per dtype (logits here have magnitude ~1).
   const std::vector<std::pair<KvDtype, float>> cases = {
-      {KvDtype::kF16, 2e-3f}, {KvDtype::kBF16, 2e-2f}, {KvDtype::kInt8, 3e-2f}, {KvDtype::kInt4, 0.3f}};
+      {KvDtype::kF16, 2e-3f}, {KvDtype::kBF16, 2e-2f}, {KvDtype::kInt8, 3e-2f}, {KvDtype::kInt4, 0.3f},
+      {KvDtype::kInt4C, 0.3f}};
   for (auto [dtype, tolerance] : cases) {
     Harness h(*model, dtype, 16, 8);
     ASSERT_TRUE(h.cache->AllocateSlots(1, 40).has_value());

@@ -34,7 +34,7 @@ TEST(CapacityPlanner, LlamaParameterCountMatchesTheKnown7BFigure) {
 TEST(CapacityPlanner, SevenBillionShapeIn40GiB) {
   auto rows = PlanCapacityTable(Plan7B(KvDtype::kF16), AllKvDtypes());
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
-  ASSERT_EQ(rows->size(), 5u);
+  ASSERT_EQ(rows->size(), 6u);
   const CapacityPlanRow& f16 = (*rows)[1];
   EXPECT_EQ(f16.dtype, KvDtype::kF16);
   EXPECT_DOUBLE_EQ(f16.kv_bytes_per_token, 524288.0);  // 2 x 32 layers x 4096 x 2 bytes
@@ -54,6 +54,11 @@ TEST(CapacityPlanner, SevenBillionShapeIn40GiB) {
   EXPECT_DOUBLE_EQ(i4.ratio_to_f16, 68.0 / 256);
   EXPECT_EQ(i4.max_sequences, 103);
   EXPECT_TRUE(i4.fits);
+  const CapacityPlanRow& i4c = (*rows)[5];
+  // K: 64 code bytes + an f16 scale and bias per channel per 16-token block (512 / 16); V as INT4.
+  EXPECT_EQ(i4c.dtype, KvDtype::kInt4C);
+  EXPECT_DOUBLE_EQ(i4c.ratio_to_f16, (96.0 + 68.0) / 512);
+  EXPECT_EQ(i4c.max_sequences, 85);  // 29472309248 / (2048 x 32 x 32 x 164) = 85.7
 }
 
 TEST(CapacityPlanner, LayeredRowAndReserve) {

@@ -110,5 +110,63 @@ TEST(KvCodec, AllZeroRowEncodesToZero) {
   }
 }
 
+// INT4C keys: each channel is a group running down the block's rows.
+TEST(KvCodec, PerChannelKeysErrorWithinHalfAStepOfTheirChannel) {
+  for (int group : {8, 64, 128}) {
+    constexpr int kHd = 128, kRows = 16;
+    std::vector<float> x = RandomRow(kHd * kRows, 11 + group);
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < kHd; c += 5) x[r * kHd + c] += 10.0f + c;  // per-channel offsets, as RoPE'd keys
+    }
+    const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4C, kHd);
+    for (int n : {1, 7, kRows}) {  // a full block, and the rows a partial one has
+      std::vector<uint8_t> data(kRows * row_bytes, 0xAB);
+      std::vector<uint16_t> params(kKvParamsPerGroup * kHd);
+      EncodeKvKeysPerChannel(x.data(), n, kHd, group, data.data(), params.data());
+      for (size_t i = n * row_bytes; i < data.size(); ++i) ASSERT_EQ(data[i], 0xAB) << "rows >= n are not touched";
+      std::vector<float> y(kHd);
+      for (int r = 0; r < n; ++r) {
+        DecodeKvKeyRowPerChannel(&data[r * row_bytes], params.data(), kHd, group, y.data());
+        for (int c = 0; c < kHd; ++c) {
+          float lo = x[c], hi = x[c];
+          for (int k = 0; k < n; ++k) {
+            lo = std::min(lo, x[k * kHd + c]);
+            hi = std::max(hi, x[k * kHd + c]);
+          }
+          const float step = F16ToF32(params[2 * c]);
+          const float bias_err = std::fabs(F16ToF32(params[2 * c + 1]) - (lo + 8 * step));
+          EXPECT_NEAR(y[c], x[r * kHd + c], 0.5f * step + bias_err + 15 * step * 1e-3f + 1e-6f)
+              << "group " << group << " rows " << n << " row " << r << " channel " << c;
+        }
+      }
+    }
+  }
+}
+
+// The codes sit where an INT4 row puts them (the CPU attention reads them with the INT4 key
+// kernel and unit scales): an INT4 decode with scale 1 and bias 0 gives the bare codes.
+TEST(KvCodec, PerChannelKeysPackNibblesLikeInt4Rows) {
+  constexpr int kHd = 16, kGroup = 8;
+  std::vector<float> two(2 * kHd);  // two rows: each channel spans [0, 15], codes -8 and 7
+  for (int c = 0; c < kHd; ++c) {
+    two[c] = 0.0f;
+    two[kHd + c] = 15.0f;
+  }
+  const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4C, kHd);
+  std::vector<uint8_t> data(2 * row_bytes);
+  std::vector<uint16_t> params(2 * kHd);
+  EncodeKvKeysPerChannel(two.data(), 2, kHd, kGroup, data.data(), params.data());
+  for (size_t i = 0; i < row_bytes; ++i) {
+    EXPECT_EQ(data[i], 0x00) << i;              // row 0: every channel at code -8
+    EXPECT_EQ(data[row_bytes + i], 0xFF) << i;  // row 1: every channel at code 7
+  }
+  // Per-row INT4 with unit scales decodes the same codes (low nibble = channel i, high = i + G/2).
+  std::vector<uint16_t> unit(2 * kHd / kGroup);
+  for (size_t g = 0; g < unit.size(); g += 2) unit[g] = F32ToF16(1.0f);
+  std::vector<float> as_int4(kHd);
+  DecodeKvRow(KvDtype::kInt4, &data[row_bytes], unit.data(), kHd, kGroup, as_int4.data());
+  for (int c = 0; c < kHd; ++c) EXPECT_EQ(as_int4[c], 7.0f) << c;
+}
+
 }  // namespace
 }  // namespace kvserve
