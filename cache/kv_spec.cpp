@@ -67,6 +67,9 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
   if ((is_int4(c.dtype) || is_int4(c.keep_dtype)) && s.group_size_ % 2 != 0) {
     return InvalidArgumentError("INT4 KV needs an even group size");
   }
+  if ((KeysPerChannel(c.dtype) || KeysPerChannel(c.keep_dtype)) && c.head_dim > kMaxChannelKeyHeadDim) {
+    return InvalidArgumentError("int4c KV supports head dims up to " + std::to_string(kMaxChannelKeyHeadDim));
+  }
   s.default_dtype_ = c.dtype;
   s.dtypes_.assign(static_cast<size_t>(c.num_layers) * c.num_kv_heads, c.dtype);
   for (const KvSpecConfig::Keep& k : c.keep) {

@@ -47,6 +47,7 @@ constexpr KvDtype RowDtype(KvDtype d) { return d == KvDtype::kInt4C ? KvDtype::k
 // f16 values stored per quantization group: scale and bias.
 inline constexpr int kKvParamsPerGroup = 2;
 inline constexpr int kMaxKvGroupsPerRow = 256;
+inline constexpr int kMaxChannelKeyHeadDim = 1024;  // INT4C
 
 // Bytes of the data part of one row of `head_dim` values (INT4 packs two values per byte).
 size_t KvRowDataBytes(KvDtype dtype, int head_dim);

@@ -118,8 +118,8 @@ void CpuBackend::Embed(const ForwardBatch& b) {
   }
 }
 
-void CpuBackend::RmsNorm(const float* x, const float* weight, int rows, float* out) const {
-  const int dim = config_.dim;
+void CpuBackend::RmsNorm(const float* x, const float* weight, int rows, float* out, int cols) const {
+  const int dim = cols > 0 ? cols : config_.dim;
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<size_t>(r) * dim;
     float* o = out + static_cast<size_t>(r) * dim;
@@ -337,7 +337,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           kernels_->kv_dot[static_cast<int>(KvDtype::kF16)](q + r * hd, cpu::KvRows{staged, nullptr, krows.n}, hd,
                                                             s.group_size(), sc);
         } else {
-          cpu::KvDotPerChannel(*kernels_, q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
+          kernels_->kv_dot_channel(q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
         }
         if (cap > 0) {
           for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
@@ -398,6 +398,12 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
     timed(Op::kQkv, [&] {
       MatMuls({{&P.wq, L.bq, q_.data()}, {&P.wk, L.bk, k_.data()}, {&P.wv, L.bv, v_.data()}}, xb_.data(), T);
     });
+    if (L.q_norm != nullptr) {  // qwen3: each head's q and k normalised before RoPE
+      timed(Op::kNorm, [&] {
+        RmsNorm(q_.data(), L.q_norm, T * c.num_heads, q_.data(), c.head_dim);
+        RmsNorm(k_.data(), L.k_norm, T * c.num_kv_heads, k_.data(), c.head_dim);
+      });
+    }
     timed(Op::kRope, [&] { ApplyRope(b); });
     timed(Op::kKvWrite, [&] { StoreKv(b, l); });
     timed(Op::kAttention, [&] { Attention(b, l); });

@@ -204,27 +204,6 @@ const KernelTable& Kernels() {
   return table;
 }
 
-void KvDotPerChannel(const KernelTable& t, const float* q, const uint8_t* data, int n,
-                     const uint16_t* channel_params, int head_dim, int group_size, float* scores) {
-  constexpr uint16_t kOne = 0x3C00;  // 1.0 in f16
-  thread_local std::vector<float> scaled_q;
-  thread_local std::vector<uint16_t> unit_params;  // {1, 0} per group of every row
-  scaled_q.resize(head_dim);
-  float bias_dot = 0.0f;
-  for (int c = 0; c < head_dim; ++c) {
-    scaled_q[c] = q[c] * F16ToF32(channel_params[2 * c]);
-    bias_dot += q[c] * F16ToF32(channel_params[2 * c + 1]);
-  }
-  const size_t params = static_cast<size_t>(n) * 2 * (head_dim / group_size);
-  if (unit_params.size() < params) {
-    unit_params.resize(params);
-    for (size_t i = 0; i < params; i += 2) unit_params[i] = kOne;
-  }
-  t.kv_dot[static_cast<int>(KvDtype::kInt4)](scaled_q.data(), KvRows{data, unit_params.data(), n}, head_dim,
-                                             group_size, scores);
-  for (int j = 0; j < n; ++j) scores[j] += bias_dot;
-}
-
 bool CpuHasBf16Dot() { return CpuHasAvx512Bf16(); }
 
 ComputeDtype AutoComputeDtype() {

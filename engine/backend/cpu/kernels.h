@@ -113,19 +113,17 @@ struct KernelTable {
   // Indexed by static_cast<int>(RowDtype(dtype)) (kv_spec.h; F32 ... INT4).
   KvDotFn kv_dot[5];
   KvAxpyFn kv_axpy[5];
+  // INT4C keys of a full block (kv_spec.h): scores[j] = dot(q, row j) for j < n, the rows'
+  // codes `data` quantized per channel with params[head_dim][2] {scale, bias}.
+  // REQUIRES: head_dim <= kMaxChannelKeyHeadDim.
+  void (*kv_dot_channel)(const float* q, const uint8_t* data, int n, const uint16_t* params, int head_dim,
+                         int group_size, float* scores);
   // scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
   // below max - 87, -inf included, give exactly 0); returns their sum.
   float (*exp_sub_sum)(float* scores, int n, float max);
   // The largest of x[0..n), n >= 1 (-inf when all are).
   float (*max)(const float* x, int n);
 };
-
-// INT4C keys of a full block (kv_spec.h): scores[j] = dot(q, row j) for j < n, rows `data`
-// quantized per channel with channel_params[head_dim][2] {scale, bias}. The scales are folded
-// into q and the biases into one dot with q; the table's INT4 dot then runs on the bare codes
-// (unit scales, zero biases).
-void KvDotPerChannel(const KernelTable& t, const float* q, const uint8_t* data, int n,
-                     const uint16_t* channel_params, int head_dim, int group_size, float* scores);
 
 // The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k; -1 for
 // types the kernels do not take.

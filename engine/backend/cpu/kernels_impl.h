@@ -405,6 +405,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_axpy[static_cast<int>(KvDtype::kBF16)] = &KvAxpy<KvDtype::kBF16>;
   t.kv_axpy[static_cast<int>(KvDtype::kInt8)] = &KvAxpy<KvDtype::kInt8>;
   t.kv_axpy[static_cast<int>(KvDtype::kInt4)] = &KvAxpy<KvDtype::kInt4>;
+  t.kv_dot_channel = &KvDotChannel;
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;
   return t;

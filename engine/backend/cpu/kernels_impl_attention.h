@@ -77,6 +77,20 @@ inline float Param(const KvRows& rows, int row, int groups, int g, int which) {
   return Isa::F16(rows.scales[(row * groups + g) * kKvParamsPerGroup + which]);
 }
 
+// sum_i qg[i] * (code i - 8) over one INT4 group of 2 * half values packed in `bytes` (value i
+// in the low nibble of byte i, value half + i in its high nibble).
+inline float Int4CodeDot(const float* qg, const uint8_t* bytes, int half) {
+  V acc = Isa::Zero();
+  int i = 0;
+  for (; i + L <= half; i += L) {
+    acc = Isa::Fma(Isa::Load(qg + i), Isa::LoadU4Lo(bytes + i), acc);
+    acc = Isa::Fma(Isa::Load(qg + half + i), Isa::LoadU4Hi(bytes + i), acc);
+  }
+  float tail = 0.0f;
+  for (; i < half; ++i) tail += qg[i] * ((bytes[i] & 0xF) - 8) + qg[half + i] * ((bytes[i] >> 4) - 8);
+  return Isa::Reduce(acc) + tail;
+}
+
 // scores[r] = dot(q, row r) for the m <= L float rows from `row`: per row a vector of partial
 // sums, then one transposing reduction for all of them. C > 0: head_dim = C * L, unrolled
 // so the partial sums and q stay in registers; C = 0: any head_dim.
@@ -156,22 +170,33 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, flo
       const int half = group_size / 2;
       float s = 0.0f;
       for (int g = 0; g < groups; ++g) {
-        const uint8_t* bytes = row + g * half;
-        const float* qg = q + g * group_size;
-        V acc = Isa::Zero();
-        int i = 0;
-        for (; i + L <= half; i += L) {
-          acc = Isa::Fma(Isa::Load(qg + i), Isa::LoadU4Lo(bytes + i), acc);
-          acc = Isa::Fma(Isa::Load(qg + half + i), Isa::LoadU4Hi(bytes + i), acc);
-        }
-        float tail = 0.0f;
-        for (; i < half; ++i) {
-          tail += qg[i] * ((bytes[i] & 0xF) - 8) + qg[half + i] * ((bytes[i] >> 4) - 8);
-        }
-        s += (Isa::Reduce(acc) + tail) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
+        s += Int4CodeDot(q + g * group_size, row + g * half, half) * Param(rows, j, groups, g, 0) +
+             qsum[g] * Param(rows, j, groups, g, 1);
       }
       scores[j] = s;
     }
+  }
+}
+
+// INT4C keys of a full block (kv_spec.h): channel c's code stands for code * scale_c + bias_c,
+// so dot(q, row) = dot(q * scale, codes) + dot(q, bias): the scaled q and the bias term once
+// per call, then each row's codes as an INT4 row without group parameters.
+inline void KvDotChannel(const float* q, const uint8_t* data, int n, const uint16_t* params, int head_dim,
+                         int group_size, float* scores) {
+  alignas(64) float qs[kMaxChannelKeyHeadDim];
+  float bias = 0.0f;
+  for (int c = 0; c < head_dim; ++c) {
+    qs[c] = q[c] * Isa::F16(params[2 * c]);
+    bias += q[c] * Isa::F16(params[2 * c + 1]);
+  }
+  const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4, head_dim);
+  const int half = group_size / 2;
+  for (int j = 0; j < n; ++j) {
+    float s = bias;
+    for (int g = 0; g < head_dim / group_size; ++g) {
+      s += Int4CodeDot(qs + g * group_size, data + j * row_bytes + g * half, half);
+    }
+    scores[j] = s;
   }
 }
 

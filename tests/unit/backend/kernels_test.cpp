@@ -109,8 +109,8 @@ TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
   }
 }
 
-// INT4C keys: KvDotPerChannel against decode-then-dot, on every table.
-TEST_P(KernelsTest, KvDotPerChannelMatchesTheReferenceCodec) {
+// INT4C keys: kv_dot_channel against decode-then-dot, on every table.
+TEST_P(KernelsTest, KvDotChannelMatchesTheReferenceCodec) {
   const KernelTable* table = KernelsFor(GetParam());
   for (int head_dim : {8, 64, 128}) {
     for (int group : {8, 64, 128}) {
@@ -124,7 +124,7 @@ TEST_P(KernelsTest, KvDotPerChannelMatchesTheReferenceCodec) {
         EncodeKvKeysPerChannel(src.data(), n, head_dim, group, data.data(), params.data());
         const std::vector<float> q = Random(head_dim, 10);
         std::vector<float> scores(n), row(head_dim);
-        KvDotPerChannel(*table, q.data(), data.data(), n, params.data(), head_dim, group, scores.data());
+        table->kv_dot_channel(q.data(), data.data(), n, params.data(), head_dim, group, scores.data());
         for (int j = 0; j < n; ++j) {
           DecodeKvKeyRowPerChannel(&data[j * row_bytes], params.data(), head_dim, group, row.data());
           double ref = 0, mag = 0;
