@@ -28,7 +28,7 @@ float ModelConfig::QueryScale() const {
 
 bool ModelConfig::NeedsBeyondLlama() const {
   return sliding_window > 0 || scale_embeddings || gelu_gate || post_norms || attn_logit_softcap > 0 ||
-         final_logit_softcap > 0 || query_scale > 0;
+         final_logit_softcap > 0 || query_scale > 0 || qk_norm;
 }
 
 std::vector<double> ModelConfig::RopeInvFreq() const {
@@ -86,10 +86,10 @@ bool UsesNeoxRope(const std::string& arch) {
   return false;
 }
 
-// Architectures whose computation kvserve implements. Others (qwen3's Q/K norms, gemma's
-// GELU without soft-capping, granite's scales, ...) would load and produce wrong numbers, so
-// they are refused by name.
-constexpr std::array<std::string_view, 5> kArchitectures = {"llama", "mistral", "qwen2", "phi3", "gemma2"};
+// Architectures whose computation kvserve implements. Others (granite's scales, olmo's norms,
+// ...) would load and produce wrong numbers, so they are refused by name.
+constexpr std::array<std::string_view, 7> kArchitectures = {"llama", "mistral", "qwen2", "qwen3",
+                                                            "phi3",  "gemma",   "gemma2"};
 
 // A soft-capping value: finite and >= 0 (0: off).
 StatusOr<float> GetCapOr(const GgufFile& f, const std::string& key, float fallback) {
@@ -109,6 +109,8 @@ StatusOr<int> GetWindowOr(const GgufFile& f, const std::string& key, int fallbac
 
 // phi3: sliding window on every layer (fused Q/K/V and gate/up tensors are the weights'
 // business); longrope (128k models: rope_factors_long/short) is not implemented.
+// qwen3: Q/K norms per head before RoPE (no Q/K/V biases; the file says so by omitting them).
+// gemma: embeddings scaled by sqrt(dim), GELU-tanh gate, queries scaled by 1/sqrt(head_dim).
 // gemma2: the 2B/9B/27B computation as llama.cpp runs it: embeddings scaled by sqrt(dim),
 // GELU-tanh gate, post-attention and post-FFN norms, soft-capped attention scores and logits,
 // a window on even layers, and queries scaled by 1/sqrt(head_dim), except the 46-layer 27B
@@ -120,6 +122,11 @@ Status ReadArchitectureExtras(const GgufFile& f, ModelConfig* c) {
       return UnimplementedError("phi3 with longrope scaling (rope_factors_long) is not supported");
     }
     ASSIGN_OR_RETURN(c->sliding_window, GetWindowOr(f, a + ".attention.sliding_window", 0));
+  } else if (a == "qwen3") {
+    c->qk_norm = true;
+  } else if (a == "gemma") {
+    c->scale_embeddings = true;
+    c->gelu_gate = true;
   } else if (a == "gemma2") {
     ASSIGN_OR_RETURN(c->sliding_window, GetWindowOr(f, a + ".attention.sliding_window", 4096));
     c->sliding_window_every = 2;

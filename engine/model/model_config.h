@@ -39,11 +39,12 @@ struct ModelConfig {
   RopeLayout rope_layout = RopeLayout::kNormal;
   bool attention_bias = false;   // qwen2 has q/k/v biases
   bool tied_output = false;      // output.weight absent: logits use token_embd
+  bool qk_norm = false;          // qwen3: RMSNorm of each head's q and k (weights [head_dim]) before RoPE
   // Sliding-window attention (phi3, gemma2): on the layers LayerWindow names, a query at
   // position p sees the keys at positions p - sliding_window + 1 .. p.
   int sliding_window = 0;          // 0: every layer attends to the whole context
   int sliding_window_every = 1;    // windowed layers: those with layer % this == 0 (gemma2: 2)
-  // Gemma 2.
+  // Gemma (1 and 2).
   bool scale_embeddings = false;   // x = embedding row * sqrt(dim)
   bool gelu_gate = false;          // GELU (tanh approximation) on the gate instead of SiLU
   bool post_norms = false;         // RMSNorm of the attention and FFN outputs before the residual add
@@ -57,7 +58,7 @@ struct ModelConfig {
     return sliding_window > 0 && layer % sliding_window_every == 0 ? sliding_window : 0;
   }
   float QueryScale() const;
-  // Uses a feature beyond the Llama computation (windows, Gemma 2's extras): what a backend
+  // Uses a feature beyond the Llama computation (windows, Gemma's extras, Q/K norms): what a backend
   // that implements only Llama must refuse.
   bool NeedsBeyondLlama() const;
   // The rotation speed of each of the rope_dim / 2 frequencies (RopeInverseFrequencies).

@@ -52,6 +52,17 @@ std::string RandomMatrix(const std::string& name, int64_t rows, int64_t cols, Gg
   return bytes;
 }
 
+// n values drawn uniformly around 1 ([0.5, 1.5)): norm weights whose indexing a test can see.
+std::string AroundOneVector(const std::string& name, int64_t n, uint64_t seed) {
+  std::string bytes(sizeof(float) * static_cast<size_t>(n), '\0');
+  const uint64_t stream = HashName(name, seed);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = 0.5f + static_cast<float>(SplitMix64(stream ^ static_cast<uint64_t>(i)) >> 40) / 16777216.0f;
+    std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof(float));
+  }
+  return bytes;
+}
+
 std::string OnesVector(int64_t n) {
   std::string bytes(sizeof(float) * static_cast<size_t>(n), '\0');
   const float one = 1.0f;
@@ -72,6 +83,9 @@ const std::vector<SyntheticPreset>& SyntheticPresets() {
       {"gemma2-2b-shape", 2304, 26, 8, 4, 9216, 32000, 8192, "gemma2", 256, 4096},
       {"phi3-tiny", 64, 2, 4, 4, 192, 512, 2048, "phi3", 0, 32},
       {"phi3-mini-shape", 3072, 32, 32, 32, 8192, 32064, 4096, "phi3", 0, 2047},
+      // Head dim 32 with 4 heads of a 64-wide model: q_dim != dim, as in Qwen3.
+      {"qwen3-tiny", 64, 2, 4, 2, 192, 512, 2048, "qwen3", 32},
+      {"gemma-tiny", 64, 2, 4, 1, 192, 512, 2048, "gemma", 32},
   };
   return presets;
 }
@@ -166,7 +180,8 @@ Vocab MakeSyntheticVocab(int size, std::span<const std::string_view> control) {
 StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   const SyntheticPreset& p = o.preset;
   const std::string arch(p.architecture);
-  const bool gemma2 = arch == "gemma2", phi3 = arch == "phi3";
+  const bool gemma2 = arch == "gemma2", phi3 = arch == "phi3", qwen3 = arch == "qwen3";
+  const bool tied = gemma2 || arch == "gemma";  // Gemma ties the output to the embeddings
   const int layers = o.num_layers > 0 ? o.num_layers : p.num_layers;
   const int head_dim = p.head_dim > 0 ? p.head_dim : p.dim / p.num_heads;
   const int q_dim = p.num_heads * head_dim;
@@ -193,9 +208,11 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   w.AddFloat32(arch + ".rope.freq_base", 10000.0f);
   w.AddFloat32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   u32("vocab_size", p.vocab_size);
-  if (gemma2) {
+  if (gemma2 || head_dim * p.num_heads != p.dim) {
     u32("attention.key_length", head_dim);
     u32("attention.value_length", head_dim);
+  }
+  if (gemma2) {
     w.AddFloat32(arch + ".attn_logit_softcapping", 50.0f);
     w.AddFloat32(arch + ".final_logit_softcapping", 30.0f);
   }
@@ -215,7 +232,7 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   };
   matrix("token_embd.weight", p.vocab_size, p.dim);
   ones("output_norm.weight", p.dim);
-  if (!gemma2) matrix("output.weight", p.vocab_size, p.dim);  // Gemma 2 ties it to the embeddings
+  if (!tied) matrix("output.weight", p.vocab_size, p.dim);
   for (int l = 0; l < layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.dim);
@@ -225,6 +242,11 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
       matrix(b + "attn_q.weight", q_dim, p.dim);
       matrix(b + "attn_k.weight", kv_dim, p.dim);
       matrix(b + "attn_v.weight", kv_dim, p.dim);
+    }
+    if (qwen3) {
+      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+        w.AddTensor(b + n, GgmlType::kF32, {static_cast<uint64_t>(head_dim)}, AroundOneVector(b + n, head_dim, o.seed));
+      }
     }
     matrix(b + "attn_output.weight", p.dim, q_dim);
     if (gemma2) ones(b + "post_attention_norm.weight", p.dim);

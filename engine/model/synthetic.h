@@ -34,7 +34,8 @@ struct SyntheticPreset {
   int vocab_size;
   int context_length;
   // "llama"; "gemma2" (tied output, post norms, soft-capping 50 / 30, the window on even
-  // layers); "phi3" (fused attn_qkv and gate/up, the window on every layer).
+  // layers); "gemma" (tied output); "phi3" (fused attn_qkv and gate/up, the window on every
+  // layer); "qwen3" (per-head Q/K norms, weights drawn around 1).
   std::string_view architecture = "llama";
   int head_dim = 0;        // 0: dim / num_heads
   int sliding_window = 0;  // gemma2 and phi3

@@ -163,6 +163,10 @@ Status Model::BindWeights(const ModelLoadOptions& options) {
     ASSIGN_OR_RETURN(L.bq, BindVector(p + "attn_q.bias", c.q_dim(), true));
     ASSIGN_OR_RETURN(L.bk, BindVector(p + "attn_k.bias", c.kv_dim(), true));
     ASSIGN_OR_RETURN(L.bv, BindVector(p + "attn_v.bias", c.kv_dim(), true));
+    if (c.qk_norm) {
+      ASSIGN_OR_RETURN(L.q_norm, BindVector(p + "attn_q_norm.weight", c.head_dim, false));
+      ASSIGN_OR_RETURN(L.k_norm, BindVector(p + "attn_k_norm.weight", c.head_dim, false));
+    }
     ASSIGN_OR_RETURN(L.wo, BindMatrix(p + "attn_output.weight", c.dim, c.q_dim(), options));
     ASSIGN_OR_RETURN(L.ffn_norm, BindVector(p + "ffn_norm.weight", c.dim, false));
     if (fused) {
@@ -182,7 +186,8 @@ Status Model::BindWeights(const ModelLoadOptions& options) {
   size_t total = w.token_embd.nbytes() + (c.tied_output ? 0 : w.output.nbytes()) + c.dim * 4;
   for (const LayerWeights& L : w.layers) {
     total += L.wq.nbytes() + L.wk.nbytes() + L.wv.nbytes() + L.wo.nbytes() + L.w_gate.nbytes() +
-             L.w_up.nbytes() + L.w_down.nbytes() + (c.post_norms ? 4 : 2) * c.dim * 4;
+             L.w_up.nbytes() + L.w_down.nbytes() + (c.post_norms ? 4 : 2) * c.dim * 4 +
+             (c.qk_norm ? 2 * c.head_dim * 4 : 0);
   }
   w.total_bytes = total;
   return OkStatus();

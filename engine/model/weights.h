@@ -41,6 +41,8 @@ struct LayerWeights {
   const float* bq = nullptr;         // [q_dim] or null
   const float* bk = nullptr;         // [kv_dim] or null
   const float* bv = nullptr;         // [kv_dim] or null
+  const float* q_norm = nullptr;     // [head_dim] (qwen3) or null
+  const float* k_norm = nullptr;     // [head_dim] (qwen3) or null
   WeightMatrix wo;                   // [dim][q_dim]
   const float* ffn_norm = nullptr;   // [dim]
   WeightMatrix w_gate;               // [ffn][dim]

@@ -54,7 +54,8 @@ class CpuBackend final : public Backend {
  private:
   [[nodiscard]] Status ValidateBatch(const ForwardBatch& batch, size_t logits_size) const;
   void Embed(const ForwardBatch& batch);
-  void RmsNorm(const float* x, const float* weight, int rows, float* out) const;
+  // out[r] = x[r] / rms(x[r]) * weight for rows of `cols` values (0: the model's dim).
+  void RmsNorm(const float* x, const float* weight, int rows, float* out, int cols = 0) const;
   // y[T][rows] = x[T][cols] * W^T for up to three matrices sharing one input, in one
   // parallel region.
   struct MatMulJob {

@@ -87,6 +87,30 @@ TEST(CpuBackend, PagedChunkedBatchedForwardMatchesDenseReference) {
   EXPECT_TRUE(h.cache->VerifyIntegrity().ok());
 }
 
+// Qwen3 (per-head Q/K norms, q_dim != dim) and Gemma (scaled embeddings, GELU gate, tied
+// output, one KV head) against the dense double-precision reference, prefilled in two chunks.
+TEST(CpuBackend, Qwen3AndGemmaMatchTheDenseReference) {
+  for (const char* spec : {"synthetic:qwen3-tiny:f32", "synthetic:gemma-tiny:f32"}) {
+    auto model = TinyModel(spec);
+    const int V = model->config().vocab_size;
+    const std::vector<int32_t> tokens = RandomTokens(21, V, 5);
+    const auto ref = testing::ReferenceLogits(*model, tokens);
+    Harness h(*model, KvDtype::kF32, 4, 16);
+    ASSERT_TRUE(h.cache->AllocateSlots(1, 21).has_value());
+    std::vector<float> logits(V);
+    ScheduledSeq first{1, std::span(tokens).subspan(0, 13), 0, 1};
+    ASSERT_TRUE(h.runner->Execute(std::span(&first, 1), logits).ok());
+    ScheduledSeq second{1, std::span(tokens).subspan(13), 13, 1};
+    ASSERT_TRUE(h.runner->Execute(std::span(&second, 1), logits).ok());
+    float max_err = 0, max_ref = 0;
+    for (int i = 0; i < V; ++i) {
+      max_err = std::max(max_err, std::fabs(logits[i] - ref[20][i]));
+      max_ref = std::max(max_ref, std::fabs(ref[20][i]));
+    }
+    EXPECT_LT(max_err, 1e-4f * std::max(1.0f, max_ref)) << spec;
+  }
+}
+
 TEST(CpuBackend, QuantizedAndHalfKvStayCloseToF32) {
   auto model = TinyModel();
   const int V = model->config().vocab_size;

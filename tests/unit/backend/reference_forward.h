@@ -1,5 +1,7 @@
 // A deliberately naive Llama forward pass for tests: dense, contiguous, double-precision
-// accumulation, recomputing the whole sequence. The paged backends must agree with it.
+// accumulation, recomputing the whole sequence. The paged backends must agree with it. Also
+// Q/K/V biases (qwen2), per-head Q/K norms (qwen3) and Gemma's scaled embeddings and GELU
+// gate; not windows, soft-capping or post-norms (gemma2, phi3).
 #pragma once
 
 #include <cmath>
@@ -41,6 +43,18 @@ inline std::vector<std::vector<float>> ReferenceLogits(const Model& model, const
     for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale * g[i];
     return out;
   };
+  auto head_norm = [&](std::vector<double>& v, int heads, const float* g) {  // qwen3
+    for (int h = 0; h < heads; ++h) {
+      std::vector<double> one(v.begin() + h * c.head_dim, v.begin() + (h + 1) * c.head_dim);
+      one = rmsnorm(one, g);
+      std::copy(one.begin(), one.end(), v.begin() + h * c.head_dim);
+    }
+  };
+  auto add_bias = [](std::vector<double>& v, const float* b) {
+    if (b != nullptr) {
+      for (size_t i = 0; i < v.size(); ++i) v[i] += b[i];
+    }
+  };
   auto rope = [&](std::vector<double>& v, int heads, int pos) {
     const int half = c.rope_dim / 2;
     for (int h = 0; h < heads; ++h) {
@@ -61,7 +75,9 @@ inline std::vector<std::vector<float>> ReferenceLogits(const Model& model, const
   std::vector<float> emb = dequant(w.token_embd);
   std::vector<std::vector<double>> x(T, std::vector<double>(c.dim));
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < c.dim; ++i) x[t][i] = emb[static_cast<size_t>(tokens[t]) * c.dim + i];
+    for (int i = 0; i < c.dim; ++i) {
+      x[t][i] = emb[static_cast<size_t>(tokens[t]) * c.dim + i] * (c.scale_embeddings ? std::sqrt(double(c.dim)) : 1.0);
+    }
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -73,6 +89,13 @@ inline std::vector<std::vector<float>> ReferenceLogits(const Model& model, const
       q[t] = matvec(wq, c.q_dim(), c.dim, xn);
       k[t] = matvec(wk, c.kv_dim(), c.dim, xn);
       v[t] = matvec(wv, c.kv_dim(), c.dim, xn);
+      add_bias(q[t], L.bq);
+      add_bias(k[t], L.bk);
+      add_bias(v[t], L.bv);
+      if (L.q_norm != nullptr) {
+        head_norm(q[t], c.num_heads, L.q_norm);
+        head_norm(k[t], c.num_kv_heads, L.k_norm);
+      }
       rope(q[t], c.num_heads, positions[t]);
       rope(k[t], c.num_kv_heads, positions[t]);
     }
@@ -99,7 +122,11 @@ inline std::vector<std::vector<float>> ReferenceLogits(const Model& model, const
       const auto xn = rmsnorm(x[t], L.ffn_norm);
       auto gate = matvec(wg, c.ffn_dim, c.dim, xn);
       const auto up = matvec(wu, c.ffn_dim, c.dim, xn);
-      for (int i = 0; i < c.ffn_dim; ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+      for (int i = 0; i < c.ffn_dim; ++i) {
+        const double g = gate[i];
+        gate[i] = (c.gelu_gate ? 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+                               : g / (1.0 + std::exp(-g))) * up[i];
+      }
       const auto down = matvec(wd, c.dim, c.ffn_dim, gate);
       for (int i = 0; i < c.dim; ++i) x[t][i] += down[i];
     }

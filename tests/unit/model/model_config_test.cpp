@@ -43,7 +43,7 @@ std::string F32Bytes(const std::vector<float>& v) {
 }
 
 TEST(ModelConfigTest, SupportedArchitecturesLoad) {
-  for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gemma2"}) {
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"}) {
     StatusOr<ModelConfig> c = Read(MinimalWriter(arch));
     ASSERT_TRUE(c.ok()) << arch << ": " << c.status().ToString();
     EXPECT_EQ(c->architecture, arch);
@@ -54,19 +54,19 @@ TEST(ModelConfigTest, SupportedArchitecturesLoad) {
 }
 
 TEST(ModelConfigTest, OtherArchitecturesAreRefusedByName) {
-  for (const char* arch : {"gemma", "qwen3", "starcoder2", "granite", "phi2"}) {
+  for (const char* arch : {"gemma3", "qwen3moe", "starcoder2", "granite", "phi2"}) {
     StatusOr<ModelConfig> c = Read(MinimalWriter(arch));
     ASSERT_FALSE(c.ok()) << arch;
     EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(c.status().message().find(std::string("architecture '") + arch + "' is not supported"),
               std::string::npos)
         << c.status().message();
-    EXPECT_NE(c.status().message().find("llama, mistral, qwen2, phi3, gemma2"), std::string::npos)
+    EXPECT_NE(c.status().message().find("llama, mistral, qwen2, qwen3, phi3, gemma, gemma2"), std::string::npos)
         << c.status().message();
   }
 }
 
-TEST(ModelConfigTest, Phi3AndGemma2ReadTheirWindowsAndExtras) {
+TEST(ModelConfigTest, Phi3Qwen3AndGemmaReadTheirExtras) {
   GgufWriter phi3 = MinimalWriter("phi3");
   phi3.AddUint32("phi3.attention.sliding_window", 32);
   StatusOr<ModelConfig> p = Read(phi3);
@@ -90,8 +90,16 @@ TEST(ModelConfigTest, Phi3AndGemma2ReadTheirWindowsAndExtras) {
   EXPECT_EQ(g->final_logit_softcap, 30.0f);
   EXPECT_FLOAT_EQ(g->QueryScale(), 0.25f);  // 1 / sqrt(head_dim 16)
 
+  StatusOr<ModelConfig> qwen3 = Read(MinimalWriter("qwen3"));
+  EXPECT_TRUE(qwen3->qk_norm && qwen3->NeedsBeyondLlama());
+  EXPECT_EQ(qwen3->rope_layout, RopeLayout::kNeox);
+  StatusOr<ModelConfig> gemma = Read(MinimalWriter("gemma"));
+  EXPECT_TRUE(gemma->scale_embeddings && gemma->gelu_gate);
+  EXPECT_FALSE(gemma->post_norms || gemma->attn_logit_softcap > 0 || gemma->LayerWindow(0) > 0);
+  EXPECT_FLOAT_EQ(gemma->QueryScale(), 0.25f);
+
   StatusOr<ModelConfig> llama = Read(MinimalWriter("llama"));
-  EXPECT_FALSE(llama->NeedsBeyondLlama());
+  EXPECT_FALSE(llama->NeedsBeyondLlama() || llama->qk_norm);
   EXPECT_EQ(llama->LayerWindow(0), 0);
   EXPECT_FLOAT_EQ(llama->QueryScale(), 0.25f);
 }

@@ -50,6 +50,21 @@ TEST(SyntheticPresets, Phi3TinyLoadsAsPhi3) {
   EXPECT_EQ(tok.Encode("<|end|>", /*add_bos=*/false, /*parse_special=*/true), std::vector<int32_t>{510});
 }
 
+TEST(SyntheticPresets, Qwen3AndGemmaTinyLoadWithTheirExtras) {
+  auto q = Load("synthetic:qwen3-tiny:f32");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->config().architecture, "qwen3");
+  EXPECT_EQ(q->config().head_dim, 32);  // q_dim 128 != dim 64
+  EXPECT_TRUE(q->config().qk_norm);
+  ASSERT_NE(q->weights().layers[1].k_norm, nullptr);
+  EXPECT_NE(q->weights().layers[1].k_norm[0], q->weights().layers[1].k_norm[1]);  // not all ones
+  auto g = Load("synthetic:gemma-tiny:f32");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->config().architecture, "gemma");
+  EXPECT_TRUE(g->config().tied_output && g->config().scale_embeddings && g->config().gelu_gate);
+  EXPECT_EQ(g->config().num_kv_heads, 1);
+}
+
 TEST(SyntheticPresets, ShapesOfThePublishedModels) {
   const SyntheticPreset g = *FindSyntheticPreset("gemma2-2b-shape");
   EXPECT_EQ(g.architecture, "gemma2");
