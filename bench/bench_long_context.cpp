@@ -6,7 +6,9 @@
 //   decode:  32 single-token steps after it, one stream (tokens/s), against the roofline
 //            bandwidth / (weight bytes + KV bytes read per token at that context);
 //
-// for C = 512, 2048 and 4096, in F32 and BF16 compute (--compute-dtype) in the same run.
+// for C = 512, 2048 and 4096, in F32 and BF16 compute (--compute-dtype) in the same run; then
+// at C = 4096 in F32 compute with the F16, INT4 and INT4C KV caches side by side (what reading
+// keys per channel and the staged block costs attention).
 //
 // Usage: bench_long_context [--output FILE] [--quick]
 #include <omp.h>
@@ -44,9 +46,9 @@ struct Result {
 };
 
 // One prefill of `context` tokens and kDecode decode steps; the best of `reps` runs each.
-Result Run(const Model& model, ComputeDtype compute, int context, int reps) {
+Result Run(const Model& model, ComputeDtype compute, int context, int reps, KvDtype kv = KvDtype::kF16) {
   const ModelConfig& c = model.config();
-  SingleStream s1(model, kThreads, kChunk, (context + kDecode) / 16 + 2, compute);
+  SingleStream s1(model, kThreads, kChunk, (context + kDecode) / 16 + 2, compute, kv);
   KvCacheManager& cache = s1.cache;
   ModelRunner& runner = s1.runner;
   std::vector<float>& logits = s1.logits;
@@ -138,6 +140,25 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
       md += row;
     }
+  }
+  md += "\n## KV cache dtypes at 4096 tokens (F32 compute)\n\nThe three caches in turn, twice; best of each.\n\n"
+        "| kv cache | prefill tok/s | decode tok/s | prefill x f16 | decode x f16 |\n|---|---|---|---|---|\n";
+  const KvDtype kvs[] = {KvDtype::kF16, KvDtype::kInt4, KvDtype::kInt4C};
+  Result by_kv[3];
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      const Result r = Run(model, ComputeDtype::kF32, 4096, 1, kvs[i]);
+      by_kv[i].prefill_tps = std::max(by_kv[i].prefill_tps, r.prefill_tps);
+      by_kv[i].decode_tps = std::max(by_kv[i].decode_tps, r.decode_tps);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::string row = fmt::format("| {} | {:.0f} | {:.1f} | {:.2f} | {:.2f} |\n", KvDtypeName(kvs[i]),
+                                        by_kv[i].prefill_tps, by_kv[i].decode_tps,
+                                        by_kv[i].prefill_tps / by_kv[0].prefill_tps,
+                                        by_kv[i].decode_tps / by_kv[0].decode_tps);
+    std::printf("%s", row.c_str());
+    md += row;
   }
   if (probe.sink() == 42) std::printf(" ");  // keeps the sums alive
   return bench_report::WriteMarkdown(output, md);

@@ -151,7 +151,7 @@ std::string Run(const Flags& f, const Model& model, const std::string& text) {
   std::vector<Setting> settings;
   const bool all = f.dtypes.empty();
   for (KvDtype d : all ? std::vector<KvDtype>{KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8,
-                                               KvDtype::kInt4}
+                                               KvDtype::kInt4, KvDtype::kInt4C}
                        : f.dtypes) {
     KvSpecConfig kv;
     kv.dtype = d;

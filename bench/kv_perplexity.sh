@@ -64,7 +64,7 @@ llama_rows() {
   echo
   # The candidate schemes on stories260K only: on 150m's random weights they all sit within
   # its noise, and 21 settings x 4k tokens take 20 minutes.
-  for spec in "$STORIES 512 4 all stories260K" "$WORK/150m.gguf 2048 2 f32,f16,bf16,int8,int4 synthetic:150m (F16 GGUF)"; do
+  for spec in "$STORIES 512 4 all stories260K" "$WORK/150m.gguf 2048 2 f32,f16,bf16,int8,int4,int4c synthetic:150m (F16 GGUF)"; do
     read -r model ctx chunks dtypes name <<<"$spec"
     flags=()
     [[ $dtypes != all ]] && flags=(--kv-dtypes "$dtypes")

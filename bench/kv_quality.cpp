@@ -45,9 +45,8 @@ std::vector<int32_t> Greedy(const Model& model, KvSpecConfig kv, const std::vect
   kv.num_layers = c.num_layers;
   kv.num_kv_heads = c.num_kv_heads;
   kv.head_dim = c.head_dim;
-  kv.block_size = 16;
   const KvSpec spec = *KvSpec::Create(kv);
-  const int num_blocks = static_cast<int>((prompt.size() + n) / 16 + 2);
+  const int num_blocks = static_cast<int>((prompt.size() + n) / kv.block_size + 2);
   KvCacheManager cache(spec, num_blocks);
   CpuBackendOptions bo;
   bo.limits.max_num_tokens = std::max<int>(256, static_cast<int>(prompt.size()));
@@ -84,7 +83,6 @@ double BytesPerToken(const Model& model, KvSpecConfig kv) {
   kv.num_layers = model.config().num_layers;
   kv.num_kv_heads = model.config().num_kv_heads;
   kv.head_dim = model.config().head_dim;
-  kv.block_size = 16;
   return KvSpec::Create(kv)->bytes_per_token();
 }
 
@@ -147,19 +145,27 @@ std::vector<Setting> SettingsFor(const Model& model, std::string* note) {
     kv.dtype = d;
     settings.push_back({std::string(KvDtypeName(d)), kv});
   }
+  KvSpecConfig b32;
+  b32.dtype = KvDtype::kInt4C;
+  b32.block_size = 32;
+  settings.push_back({"int4c, block 32", b32});
   KvSpecConfig l0;
   l0.dtype = KvDtype::kInt8;
   l0.keep = {{0, -1}};
   settings.push_back({"int8, layer 0 f16", l0});
-  auto report = MeasureKvSensitivity(model, KvDtype::kInt4, "", 256);
-  CHECK(report.ok()) << report.status().ToString();
-  KvSpecConfig rec;
-  rec.dtype = KvDtype::kInt4;
-  for (int l : report->recommended_keep) rec.keep.push_back({l, -1});
-  settings.push_back({fmt::format("int4, layer{} {} f16 (kv-sensitivity)", report->recommended_keep.size() > 1 ? "s" : "",
-                                  fmt::join(report->recommended_keep, ",")),
-                      rec});
-  *note = "```\n" + FormatKvSensitivityReport(*report) + "```\n";
+  // Layers kv-sensitivity recommends keeping at F16, for each 4-bit scheme.
+  for (KvDtype d : {KvDtype::kInt4, KvDtype::kInt4C}) {
+    auto report = MeasureKvSensitivity(model, d, "", 256);
+    CHECK(report.ok()) << report.status().ToString();
+    KvSpecConfig rec;
+    rec.dtype = d;
+    for (int l : report->recommended_keep) rec.keep.push_back({l, -1});
+    settings.push_back({fmt::format("{}, layer{} {} f16 (kv-sensitivity)", KvDtypeName(d),
+                                    report->recommended_keep.size() > 1 ? "s" : "",
+                                    fmt::join(report->recommended_keep, ",")),
+                        rec});
+    *note += "```\n" + FormatKvSensitivityReport(*report) + "```\n";
+  }
   return settings;
 }
 
@@ -167,8 +173,9 @@ std::string Run() {
   std::string out;
   out += "TF = teacher-forced: the same tokens are fed to every setting and the next-token distributions are "
          "compared with the F32-KV run's at every predicting position (KL in nats). Greedy = free-running "
-         "generation, compared position by position with the F32-KV greedy run. Block 16; group size = "
-         "min(head dim, 128).\n\n";
+         "generation, compared position by position with the F32-KV greedy run. Block 16 unless the row says "
+         "otherwise; group size = min(head dim, 128). int4c: keys per channel over each full block, the "
+         "filling block in F16 (docs/kv-int4-channel-keys.md).\n\n";
 
   // stories260K goldens.
   const std::string shared = KVSERVE_SHARED_DIR;
@@ -192,7 +199,7 @@ std::string Run() {
     out += Table(**stories, settings, cases, /*golden=*/true);
     out += "\nThe F32-KV greedy run reproduces every golden token (tests/golden), so \"= f32 run\" is also "
            "agreement with the goldens; \"TF top-1 = golden\" is what tests/unit/backend/kv_quant_golden_test "
-           "asserts.\n\nkv-sensitivity for INT4 (used for the layered row):\n\n" +
+           "asserts.\n\nkv-sensitivity for INT4 and INT4C (used for the layered rows):\n\n" +
            note + "\n";
     std::vector<ScoredText> texts;
     for (const Case& c : cases) {

@@ -1,5 +1,5 @@
 // One sequence through the CPU backend without the engine (KvCacheManager + CpuBackend +
-// ModelRunner, F16 KV cache, block 16), for the forward-pass benchmarks.
+// ModelRunner, F16 KV cache unless told otherwise, block 16), for the forward-pass benchmarks.
 #pragma once
 
 #include <vector>
@@ -12,12 +12,12 @@
 namespace kvserve {
 
 struct SingleStream {
-  static KvSpec Spec(const ModelConfig& c) {
+  static KvSpec Spec(const ModelConfig& c, KvDtype kv) {
     KvSpecConfig sc;
     sc.num_layers = c.num_layers;
     sc.num_kv_heads = c.num_kv_heads;
     sc.head_dim = c.head_dim;
-    sc.dtype = KvDtype::kF16;
+    sc.dtype = kv;
     return *KvSpec::Create(sc);
   }
   static CpuBackendOptions Options(int threads, int max_tokens, ComputeDtype compute) {
@@ -31,8 +31,8 @@ struct SingleStream {
   }
 
   SingleStream(const Model& model, int threads, int max_tokens, int blocks,
-               ComputeDtype compute = ComputeDtype::kF32)
-      : cache(Spec(model.config()), blocks),
+               ComputeDtype compute = ComputeDtype::kF32, KvDtype kv = KvDtype::kF16)
+      : cache(Spec(model.config(), kv), blocks),
         backend(model, Options(threads, max_tokens, compute)),
         runner(&backend, &cache, model.config().vocab_size),
         logits(model.config().vocab_size) {

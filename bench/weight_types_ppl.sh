@@ -39,8 +39,10 @@ row() {
   "$LLAMA/llama-perplexity" -m "$file" -f "$TEXT" -c 512 -b 512 --chunks 4 -t 2 -ctk f32 -ctv f32 \
     >"$WORK/ppl.log" 2>&1
   theirs=$(grep -o 'Final estimate: PPL = [0-9.]*' "$WORK/ppl.log" | sed 's/.*= //')
-  types=$(grep -o -- '- type *[A-Za-z0-9_]*: *[0-9]* tensors' "$WORK/ppl.log" | awk '$3 != "f32:" {print $3 " x" $4}' |
-          tr -d ':' | paste -sd, - | sed 's/,/, /g')
+  # Tensor types as llama.cpp's loader logs them (newer builds do not log them: "-").
+  types=$( (grep -o -- '- type *[A-Za-z0-9_]*: *[0-9]* tensors' "$WORK/ppl.log" || true) |
+          awk '$3 != "f32:" {print $3 " x" $4}' | tr -d ':' | paste -sd, - | sed 's/,/, /g')
+  types=${types:--}
   ours=$("$PPL" --model "$file" --text "$TEXT" --ctx 512 --chunks 4 --kv-dtypes f32 |
          awk -F'|' '$2 ~ /f32/ {gsub(/ /, "", $3); print $3}')
   mib=$(awk -v b="$(stat -c %s "$file")" 'BEGIN {printf "%.2f", b / 1048576}')
@@ -67,12 +69,16 @@ row() {
   echo
   echo "## Architectures: ../shared/refmodels and \`kvserve mkmodel\` presets (F16)"
   echo
+  echo "Phi-3: llama.cpp builds from mid-2025 on ignore the sliding window of phi3 files (their loader warns"
+  echo "\"Phi SWA is currently disabled\"); kvserve applies the window the file states, as llama.cpp c392e509 (Feb"
+  echo "2025, the build that made ../shared/refmodels) does, so with a newer llama.cpp the phi3 rows differ."
+  echo
   echo "| model | file MiB | tensor types | llama.cpp PPL | kvserve PPL | kvserve / llama.cpp |"
   echo "|---|---|---|---|---|---|"
   for name in llama-ropefreqs-f16 qwen2-f16 gemma2-f16 phi3-f16; do
     row "refmodels/$name" "$(dirname "$SOURCE")/$name.gguf"
   done
-  for preset in tiny gemma2-tiny phi3-tiny; do
+  for preset in tiny gemma2-tiny phi3-tiny qwen3-tiny gemma-tiny; do
     "$BUILD/kvserve" mkmodel --preset "$preset" --dtype f16 -o "$WORK/$preset.gguf" >/dev/null
     row "mkmodel $preset" "$WORK/$preset.gguf"
   done

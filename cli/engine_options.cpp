@@ -126,7 +126,7 @@ void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype) {
 void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("-m,--model", f->model,
                   "GGUF file, or synthetic:<preset>[:<dtype>] (presets tiny, 150m, 1b, 7b-shape, gemma2-tiny, "
-                  "gemma2-2b-shape, phi3-tiny, phi3-mini-shape) built in memory");
+                  "gemma2-2b-shape, phi3-tiny, phi3-mini-shape, qwen3-tiny, gemma-tiny) built in memory");
   app->add_option("--device", f->device, "Where the model runs: cuda, cpu, or auto (cuda when a CUDA device is "
                                          "present)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -12,7 +12,6 @@ namespace kvserve {
 namespace {
 
 constexpr int kChunk = 128;  // tokens (and logits rows) per forward
-constexpr int kBlock = 16;
 
 constexpr std::string_view kSampleText =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with "
@@ -51,11 +50,10 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
   kv.num_layers = c.num_layers;
   kv.num_kv_heads = c.num_kv_heads;
   kv.head_dim = c.head_dim;
-  kv.block_size = kBlock;
   ASSIGN_OR_RETURN(KvSpec spec, KvSpec::Create(kv));
   const int T = static_cast<int>(tokens.size());
   if (T == 0) return InvalidArgumentError("no tokens");
-  const int num_blocks = (T + kBlock - 1) / kBlock;
+  const int num_blocks = (T + kv.block_size - 1) / kv.block_size;
   BackendConfig options;
   options.max_num_batched_tokens = kChunk;
   options.max_num_seqs = 1;

@@ -64,7 +64,8 @@ std::string FormatKvSensitivityReport(const KvSensitivityReport& report);
 
 // Building blocks (also used by bench/kv_quality):
 // Logits of every position of `tokens` run through the CPU backend with cache layout `kv`
-// (its layers/heads/head_dim are taken from the model), [tokens.size()][vocab]. `hook`
+// (its layers/heads/head_dim are taken from the model; its block size is kept),
+// [tokens.size()][vocab]. `hook`
 // (benchmarks): see KvStoreHook in engine/backend/backend.h; it acts on F32 layers only.
 [[nodiscard]] StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv,
                                                                std::span<const int32_t> tokens,
