@@ -47,7 +47,7 @@ struct EngineConfig {
   int max_num_seqs = 64;              // sequences per step (also logits rows per step)
   int max_num_batched_tokens = 512;   // tokens per step (prefill is chunked to fit)
   int max_model_len = 0;              // 0: the model's context length
-  int max_queued_requests = 1024;     // accepted, not yet scheduled requests; beyond: RESOURCE_EXHAUSTED
+  int max_queued_requests = 1024;     // accepted requests waiting beyond the free slots; beyond: RESOURCE_EXHAUSTED
   bool preempt_by_swap = false;       // swap to the host tier instead of recomputing
   // Aging: a waiting request gains the whole priority range (kMinPriority..kMaxPriority) over
   // this long, so none waits behind later arrivals for more than about this.

@@ -158,9 +158,7 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
     // always taken, so its stream always finishes.
     std::lock_guard<std::mutex> lock(intake_mu_);
     if (intake_closed_ || stop_ || draining_) return UnavailableError("the server is shutting down");
-    if (num_queued_ >= config_.max_queued_requests) {
-      return ResourceExhaustedError("too many queued requests; retry later");
-    }
+    if (!QueueHasRoomLocked()) return ResourceExhaustedError("too many queued requests; retry later");
     ++num_queued_;
     request->queued = true;
     request->id = next_request_id_++;
@@ -237,7 +235,14 @@ bool EngineCore::Healthy() const {
 bool EngineCore::AcceptingRequests() const {
   if (!Healthy()) return false;
   std::lock_guard<std::mutex> lock(intake_mu_);
-  return !intake_closed_ && !stop_ && !draining_ && num_queued_ < config_.max_queued_requests;
+  return !intake_closed_ && !stop_ && !draining_ && QueueHasRoomLocked();
+}
+
+bool EngineCore::QueueHasRoomLocked() const {
+  // Requests in flight that are not queued hold scheduler slots; the free ones count as places
+  // too, so a burst that arrives before the engine's next step still finds them.
+  const int holding_slots = num_in_flight_.load() - num_queued_;
+  return num_queued_ < config_.max_queued_requests + std::max(0, config_.max_num_seqs - holding_slots);
 }
 
 // ---------------------------------------------------------------- engine thread

@@ -9,7 +9,8 @@
 // shared with other threads.
 //
 // Queue depth: num_queued_ counts the requests accepted by Submit that have not yet been
-// scheduled (nor finished). Submit refuses when it reaches max_queued_requests. A request
+// scheduled (nor finished). Submit refuses when it reaches max_queued_requests plus the
+// scheduler slots (max_num_seqs) that no accepted request holds yet. A request
 // leaves the count exactly once (LeaveQueue): when its first step is scheduled, or before its
 // stream finishes on any other path (max_tokens 0, failed admission, abort, stop). So a
 // client that has seen its request end never finds it still counted.
@@ -113,6 +114,8 @@ class EngineCore final : public Engine {
   std::atomic<bool> stop_{false};
   std::atomic<bool> draining_{false};
   bool intake_closed_ = false;  // guarded by intake_mu_: the loop took its last intake
+  // Whether Submit may accept one more request (see the queue depth note). REQUIRES intake_mu_.
+  bool QueueHasRoomLocked() const;
   int num_queued_ = 0;          // guarded by intake_mu_: see the queue depth note above
   std::atomic<int> num_in_flight_{0};
   std::atomic<int64_t> last_progress_ns_{0};
