@@ -185,7 +185,9 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   const ModelConfig& mc = model.config();
   EnginePlan plan;
   EngineConfig& c = plan.config;
-  ASSIGN_OR_RETURN(plan.device, ResolveDevice(f.device, mc));
+  const KvDtype kv = ParseKvDtype(f.kv_dtype).value_or(KvDtype::kF16);  // the validators checked both
+  const KvDtype kv_keep = ParseKvDtype(f.kv_keep_dtype).value_or(KvDtype::kF16);
+  ASSIGN_OR_RETURN(plan.device, ResolveDevice(f.device, mc, {kv, kv_keep}));
   plan.kv_cache_memory = f.kv_cache_memory;
   plan.gpu_memory_utilization = f.gpu_memory_utilization;
   c.max_num_seqs = f.max_num_seqs;

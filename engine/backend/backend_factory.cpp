@@ -15,14 +15,23 @@ BackendLimits LimitsFor(const BackendConfig& config) {
   return limits;
 }
 
-StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model) {
+StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model,
+                                    std::initializer_list<KvDtype> kv_dtypes) {
+  bool cpu_only_kv = false;
+  for (KvDtype d : kv_dtypes) cpu_only_kv = cpu_only_kv || KeysPerChannel(d);
   if (requested == "cpu") return std::string("cpu");
-  if (requested == "auto") return std::string(CudaDeviceAvailable() && !model.NeedsBeyondLlama() ? "cuda" : "cpu");
+  if (requested == "auto") {
+    return std::string(CudaDeviceAvailable() && !model.NeedsBeyondLlama() && !cpu_only_kv ? "cuda" : "cpu");
+  }
   if (requested == "cuda") {
     if (!CudaDeviceAvailable()) return UnavailableError("--device cuda: " + CudaUnavailableReason());
     if (model.NeedsBeyondLlama()) {
       return UnimplementedError("--device cuda: the CUDA backend does not run " + model.architecture +
-                                " models yet (sliding-window attention, soft-capping); use --device cpu");
+                                " models yet (it runs the llama, mistral and qwen2 computation); use --device cpu");
+    }
+    if (cpu_only_kv) {
+      return UnimplementedError("--device cuda: the int4c KV cache runs on the CPU backend only so far; use int4 "
+                                "or int8 with CUDA, or --device cpu");
     }
     return std::string("cuda");
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,10 +35,12 @@ struct BackendConfig {
 [[nodiscard]] BackendLimits LimitsFor(const BackendConfig& config);
 
 // "auto" -> "cuda" where a CUDA device is usable and the CUDA backend implements `model`'s
-// computation, else "cpu"; "cpu" as is; "cuda" without a usable device: UNAVAILABLE with the
-// reason; "cuda" for a model the CUDA backend does not implement (sliding windows, Gemma 2's
-// extras): UNIMPLEMENTED naming the architecture; anything else: INVALID_ARGUMENT.
-[[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model);
+// computation and the KV cache types `kv_dtypes`, else "cpu"; "cpu" as is; "cuda" without a
+// usable device: UNAVAILABLE with the reason; "cuda" for a model or KV type the CUDA backend
+// does not implement (windows, Gemma's extras, Q/K norms; int4c): UNIMPLEMENTED naming it;
+// anything else: INVALID_ARGUMENT.
+[[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model,
+                                                  std::initializer_list<KvDtype> kv_dtypes = {});
 
 // --compute-dtype: "f32", "bf16", or "auto" (bf16 where this CPU's native BF16 products
 // measure faster than F32 multiply-adds, see cpu::AutoComputeDtype); INVALID_ARGUMENT for

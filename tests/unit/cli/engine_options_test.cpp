@@ -105,6 +105,13 @@ TEST_F(EngineOptionsTest, DeviceIsResolved) {
     EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(refused.status().message().find("phi3"), std::string::npos);
   }
+  // So does a KV cache type only the CPU backend has.
+  EXPECT_EQ(ResolveDevice("auto", model_->config(), {KvDtype::kInt4C}).value(), "cpu");
+  EXPECT_EQ(ResolveDevice("auto", model_->config(), {KvDtype::kInt4}).value(), cuda.ok() ? "cuda" : "cpu");
+  if (cuda.ok()) {
+    EXPECT_EQ(ResolveDevice("cuda", model_->config(), {KvDtype::kF16, KvDtype::kInt4C}).status().code(),
+              StatusCode::kUnimplemented);
+  }
 }
 
 TEST_F(EngineOptionsTest, CreateEngineServes) {
