@@ -8,7 +8,8 @@
 //
 // for C = 512, 2048 and 4096, in F32 and BF16 compute (--compute-dtype) in the same run; then
 // at C = 4096 in F32 compute with the F16, INT4 and INT4C KV caches side by side (what reading
-// keys per channel and the staged block costs attention).
+// keys per channel and the staged block costs attention); and prefill at C = 4096 with attention
+// query tiles of 1, 4, 8 and 16 tokens.
 //
 // Usage: bench_long_context [--output FILE] [--quick]
 #include <omp.h>
@@ -46,9 +47,10 @@ struct Result {
 };
 
 // One prefill of `context` tokens and kDecode decode steps; the best of `reps` runs each.
-Result Run(const Model& model, ComputeDtype compute, int context, int reps, KvDtype kv = KvDtype::kF16) {
+Result Run(const Model& model, ComputeDtype compute, int context, int reps, KvDtype kv = KvDtype::kF16,
+           int query_tile = CpuBackendOptions{}.attention_query_tile) {
   const ModelConfig& c = model.config();
-  SingleStream s1(model, kThreads, kChunk, (context + kDecode) / 16 + 2, compute, kv);
+  SingleStream s1(model, kThreads, kChunk, (context + kDecode) / 16 + 2, compute, kv, query_tile);
   KvCacheManager& cache = s1.cache;
   ModelRunner& runner = s1.runner;
   std::vector<float>& logits = s1.logits;
@@ -157,6 +159,22 @@ int Main(int argc, char** argv) {
                                         by_kv[i].prefill_tps, by_kv[i].decode_tps,
                                         by_kv[i].prefill_tps / by_kv[0].prefill_tps,
                                         by_kv[i].decode_tps / by_kv[0].decode_tps);
+    std::printf("%s", row.c_str());
+    md += row;
+  }
+  md += "\n## Attention query tiles at 4096 tokens (F16 KV, F32 compute)\n\nA prefill chunk's queries read each "
+        "K/V block once per tile of consecutive queries (CpuBackendOptions::attention_query_tile; 1 = each query "
+        "alone, the results are the same bits). Alternated twice; best of each.\n\n"
+        "| query tile | prefill tok/s | prefill x tile 1 |\n|---|---|---|\n";
+  const int tiles[] = {1, 4, 8, 16};
+  double tile_tps[4] = {};
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      tile_tps[i] = std::max(tile_tps[i], Run(model, ComputeDtype::kF32, 4096, 1, KvDtype::kF16, tiles[i]).prefill_tps);
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string row = fmt::format("| {} | {:.0f} | {:.2f} |\n", tiles[i], tile_tps[i], tile_tps[i] / tile_tps[0]);
     std::printf("%s", row.c_str());
     md += row;
   }

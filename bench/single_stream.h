@@ -20,8 +20,9 @@ struct SingleStream {
     sc.dtype = kv;
     return *KvSpec::Create(sc);
   }
-  static CpuBackendOptions Options(int threads, int max_tokens, ComputeDtype compute) {
+  static CpuBackendOptions Options(int threads, int max_tokens, ComputeDtype compute, int query_tile) {
     CpuBackendOptions bo;
+    bo.attention_query_tile = query_tile;
     bo.num_threads = threads;
     bo.compute_dtype = compute;
     bo.limits.max_num_tokens = max_tokens;
@@ -31,9 +32,10 @@ struct SingleStream {
   }
 
   SingleStream(const Model& model, int threads, int max_tokens, int blocks,
-               ComputeDtype compute = ComputeDtype::kF32, KvDtype kv = KvDtype::kF16)
+               ComputeDtype compute = ComputeDtype::kF32, KvDtype kv = KvDtype::kF16,
+               int query_tile = CpuBackendOptions{}.attention_query_tile)
       : cache(Spec(model.config(), kv), blocks),
-        backend(model, Options(threads, max_tokens, compute)),
+        backend(model, Options(threads, max_tokens, compute, query_tile)),
         runner(&backend, &cache, model.config().vocab_size),
         logits(model.config().vocab_size) {
     CHECK(backend.InitKvCache(cache.spec(), blocks).ok());

@@ -39,6 +39,8 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
   gate_.resize(T * c.ffn_dim);
   up_.resize(T * c.ffn_dim);
   xlog_.resize(static_cast<size_t>(options.limits.max_logits) * c.dim);
+  query_tile_ = std::clamp(options.attention_query_tile, 1, 64);
+  query_tiles_.reserve(T);  // at most one tile per token
   if (options.compute_dtype == ComputeDtype::kBF16) {
     const size_t rows = std::max<size_t>(T, options.limits.max_logits);
     const size_t cols = static_cast<size_t>(std::max({c.dim, c.q_dim(), c.ffn_dim})) + 1;
@@ -94,7 +96,7 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   const int n_rep = config_.num_heads / config_.num_kv_heads;
   attn_ws_stride_ = static_cast<size_t>(n_rep) * (config_.head_dim + spec.block_size() + 2);
   attn_ws_stride_ = (attn_ws_stride_ + 15) / 16 * 16;  // keep each thread's slice cache-line aligned
-  attn_ws_.assign(attn_ws_stride_ * num_threads_, 0.0f);
+  attn_ws_.assign(attn_ws_stride_ * query_tile_ * num_threads_, 0.0f);
   return OkStatus();
 }
 
@@ -273,52 +275,56 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
   const int hd = c.head_dim;
   const int n_rep = c.num_heads / c.num_kv_heads;
   const int T = b.num_tokens();
-  const int units = T * c.num_kv_heads;
+  // Query tiles: up to query_tile_ consecutive tokens of one sequence (a prefill chunk) read
+  // each K/V block once for all of them. Each query still takes the blocks in order with the
+  // arithmetic it would do alone, so its result does not depend on the tiling.
+  query_tiles_.clear();
+  for (int seq = 0; seq < b.num_seqs(); ++seq) {
+    for (int t = b.query_start[seq]; t < b.query_start[seq + 1]; t += query_tile_) {
+      query_tiles_.push_back({seq, t, std::min(query_tile_, b.query_start[seq + 1] - t)});
+    }
+  }
+  const int num_tiles = static_cast<int>(query_tiles_.size());
+  const int units = num_tiles * c.num_kv_heads;
   // Work estimate: every query token reads its whole context once per kv head.
   int64_t work = 0;
   for (int t = 0; t < T; ++t) work += static_cast<int64_t>(b.positions[t] + 1) * hd * c.num_heads;
   const bool parallel = num_threads_ > 1 && work >= kParallelWork;
+  const int window = c.LayerWindow(layer);
+  const float cap = c.attn_logit_softcap;
 
-  // Sequence of each token, found by walking query_start (tokens are grouped by sequence).
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int u = 0; u < units; ++u) {
     // Head-major: a thread's consecutive units read the same head's keys and values, which
     // then stay in its L2 (all heads of a 4k context do not).
-    const int t = u % T;
-    const int g = u / T;
-    const int seq = static_cast<int>(std::upper_bound(b.query_start.begin(), b.query_start.end(), t) -
-                                     b.query_start.begin()) - 1;
-    const int32_t* table = &b.block_tables[static_cast<size_t>(seq) * b.max_blocks_per_seq];
-    const int ctx = b.positions[t] + 1;
-    // Keys before `first` are outside a windowed layer's reach: masked in their block.
-    const int window = c.LayerWindow(layer);
-    const int first = window > 0 ? std::max(0, ctx - window) : 0;
-    const float cap = c.attn_logit_softcap;
-
-    float* ws = &attn_ws_[attn_ws_stride_ * omp_get_thread_num()];
-    float* acc = ws;                               // [n_rep][hd]
-    float* scores = acc + n_rep * hd;              // [n_rep][bs]
-    float* max = scores + n_rep * bs;              // [n_rep]
-    float* sum = max + n_rep;                      // [n_rep]
-    std::fill(acc, acc + n_rep * hd, 0.0f);
-    std::fill(max, max + n_rep, -INFINITY);
-    std::fill(sum, sum + n_rep, 0.0f);
+    const QueryTile tile = query_tiles_[u % num_tiles];
+    const int g = u / num_tiles;
+    const int32_t* table = &b.block_tables[static_cast<size_t>(tile.seq) * b.max_blocks_per_seq];
     const KvDtype d = s.dtype(layer, g);
     const cpu::KvDotFn dot = kernels_->kv_dot[static_cast<int>(RowDtype(d))];
     const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(RowDtype(d))];
-    // INT4C: the query's own block is read from its staged F16 rows, earlier ones per channel.
     const bool per_channel = KeysPerChannel(d);
-    const int own_start = (ctx - 1) / bs * bs;
-    const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
 
-    for (int start = first / bs * bs; start < ctx; start += bs) {
+    // Per query i of the tile: acc [n_rep][hd], scores [n_rep][bs], max [n_rep], sum [n_rep].
+    float* ws = &attn_ws_[attn_ws_stride_ * query_tile_ * omp_get_thread_num()];
+    int lo = INT32_MAX, hi = 0;  // the tile's blocks: [lo, hi) in positions
+    for (int i = 0; i < tile.count; ++i) {
+      float* acc = ws + i * attn_ws_stride_;
+      std::fill(acc, acc + n_rep * hd, 0.0f);
+      std::fill(acc + n_rep * (hd + bs), acc + n_rep * (hd + bs + 1), -INFINITY);
+      std::fill(acc + n_rep * (hd + bs + 1), acc + n_rep * (hd + bs + 2), 0.0f);
+      const int ctx = b.positions[tile.first + i] + 1;
+      // Keys before `first` are outside a windowed layer's reach: masked in their block.
+      const int first = window > 0 ? std::max(0, ctx - window) : 0;
+      lo = std::min(lo, first / bs * bs);
+      hi = std::max(hi, ctx);
+    }
+    for (int start = lo; start < hi; start += bs) {
       const uint8_t* block = kv_arena_ + static_cast<size_t>(table[start / bs]) * s.block_bytes();
       const uint8_t* kseg = block + s.segment_offset(layer, 0, g);
       const uint8_t* vseg = block + s.segment_offset(layer, 1, g);
       const size_t scales_off = s.scales_offset(layer, g);
-      const cpu::KvRows krows{kseg, reinterpret_cast<const uint16_t*>(kseg + scales_off), std::min(bs, ctx - start)};
-      const cpu::KvRows vrows{vseg, reinterpret_cast<const uint16_t*>(vseg + scales_off), krows.n};
-      if (start + bs < ctx) {
+      if (start + bs < hi) {
         // A head's rows are a few KB per block, blocks far apart: the hardware prefetcher does
         // not see the next one coming (decode at long context waits on memory otherwise).
         const uint8_t* next = kv_arena_ + static_cast<size_t>(table[start / bs + 1]) * s.block_bytes();
@@ -328,36 +334,53 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           __builtin_prefetch(next + s.segment_offset(layer, 1, g) + off);
         }
       }
-      for (int r = 0; r < n_rep; ++r) {
-        float* sc = scores + r * bs;
-        if (!per_channel) {
-          dot(q + r * hd, krows, hd, s.group_size(), sc);
-        } else if (start == own_start) {
-          const auto* staged = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
-          kernels_->kv_dot[static_cast<int>(KvDtype::kF16)](q + r * hd, cpu::KvRows{staged, nullptr, krows.n}, hd,
-                                                            s.group_size(), sc);
-        } else {
-          kernels_->kv_dot_channel(q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
+      for (int i = 0; i < tile.count; ++i) {
+        const int t = tile.first + i;
+        const int ctx = b.positions[t] + 1;
+        const int first = window > 0 ? std::max(0, ctx - window) : 0;
+        if (start >= ctx || start < first / bs * bs) continue;
+        float* acc = ws + i * attn_ws_stride_;
+        float* scores = acc + n_rep * hd;
+        float* max = scores + n_rep * bs;
+        float* sum = max + n_rep;
+        const cpu::KvRows krows{kseg, reinterpret_cast<const uint16_t*>(kseg + scales_off), std::min(bs, ctx - start)};
+        const cpu::KvRows vrows{vseg, reinterpret_cast<const uint16_t*>(vseg + scales_off), krows.n};
+        const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
+        for (int r = 0; r < n_rep; ++r) {
+          float* sc = scores + r * bs;
+          if (!per_channel) {
+            dot(q + r * hd, krows, hd, s.group_size(), sc);
+          } else if (start == (ctx - 1) / bs * bs) {  // INT4C: a query's own block is staged F16
+            const auto* staged = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
+            kernels_->kv_dot[static_cast<int>(KvDtype::kF16)](q + r * hd, cpu::KvRows{staged, nullptr, krows.n}, hd,
+                                                              s.group_size(), sc);
+          } else {  // earlier blocks: per channel
+            kernels_->kv_dot_channel(q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
+          }
+          if (cap > 0) {
+            for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
+          }
+          for (int j = 0; j < first - start; ++j) sc[j] = -INFINITY;
+          const float block_max = kernels_->max(sc, krows.n);
+          if (block_max > max[r]) {
+            const float rescale = std::exp(max[r] - block_max);  // exp(-inf) = 0 on the first block
+            for (int k = 0; k < hd; ++k) acc[r * hd + k] *= rescale;
+            sum[r] *= rescale;
+            max[r] = block_max;
+          }
+          sum[r] += kernels_->exp_sub_sum(sc, krows.n, max[r]);
+          axpy(sc, vrows, hd, s.group_size(), acc + r * hd);
         }
-        if (cap > 0) {
-          for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
-        }
-        for (int j = 0; j < first - start; ++j) sc[j] = -INFINITY;
-        const float block_max = kernels_->max(sc, krows.n);
-        if (block_max > max[r]) {
-          const float rescale = std::exp(max[r] - block_max);  // exp(-inf) = 0 on the first block
-          for (int i = 0; i < hd; ++i) acc[r * hd + i] *= rescale;
-          sum[r] *= rescale;
-          max[r] = block_max;
-        }
-        sum[r] += kernels_->exp_sub_sum(sc, krows.n, max[r]);
-        axpy(sc, vrows, hd, s.group_size(), acc + r * hd);
       }
     }
-    float* out = &att_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
-    for (int r = 0; r < n_rep; ++r) {
-      const float inv = 1.0f / sum[r];
-      for (int i = 0; i < hd; ++i) out[r * hd + i] = acc[r * hd + i] * inv;
+    for (int i = 0; i < tile.count; ++i) {
+      const float* acc = ws + i * attn_ws_stride_;
+      const float* sum = acc + n_rep * (hd + bs + 1);
+      float* out = &att_[static_cast<size_t>(tile.first + i) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
+      for (int r = 0; r < n_rep; ++r) {
+        const float inv = 1.0f / sum[r];
+        for (int k = 0; k < hd; ++k) out[r * hd + k] = acc[r * hd + k] * inv;
+      }
     }
   }
 }
@@ -496,8 +519,9 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
           }
         } else if (KeysPerChannel(d)) {  // the whole block: its channel parameters change
           for (int r = 0; r < bs; ++r) {
-            DecodeKvKeyRowPerChannel(seg + r * row_bytes, scales, hd, s.group_size(), &rows[static_cast<size_t>(r) * hd]);
-            rotate(&rows[static_cast<size_t>(r) * hd]);
+            float* row = &rows[static_cast<size_t>(r) * hd];
+            DecodeKvKeyRowPerChannel(seg + r * row_bytes, scales, hd, s.group_size(), row);
+            rotate(row);
           }
           EncodeKvKeysPerChannel(rows.data(), bs, hd, s.group_size(), seg, scales);
         } else {

@@ -26,6 +26,9 @@ struct CpuBackendOptions {
   int num_threads = 0;  // 0: OpenMP's default (all cores)
   ComputeDtype compute_dtype = ComputeDtype::kF32;  // compute_dtype.h
   KvStoreHook kv_store_hook;  // benchmarks only (backend.h); empty in the server
+  // Consecutive query tokens of a sequence that share each K/V block read in attention
+  // (1: every query alone; benchmarks compare). Results do not depend on it.
+  int attention_query_tile = 8;
 };
 
 class CpuBackend final : public Backend {
@@ -111,10 +114,15 @@ class CpuBackend final : public Backend {
   std::vector<float> up_;     // [T][ffn]
   std::vector<float> xlog_;   // [max_logits][dim]
   std::vector<uint16_t> xbf16_;  // a MatMuls input rounded to BF16 (bf16 compute)
-  // Attention workspace per thread: acc [n_rep][head_dim], scores [n_rep][block],
-  // max [n_rep], sum [n_rep].
+  // Attention: tokens of one sequence that share K/V block reads, and the workspace per thread
+  // and query of a tile: acc [n_rep][head_dim], scores [n_rep][block], max [n_rep], sum [n_rep].
+  int query_tile_ = 8;  // options.attention_query_tile, at least 1
+  struct QueryTile {
+    int seq, first, count;
+  };
+  std::vector<QueryTile> query_tiles_;
   std::vector<float> attn_ws_;
-  size_t attn_ws_stride_ = 0;
+  size_t attn_ws_stride_ = 0;  // floats per query
 };
 
 }  // namespace kvserve
