@@ -33,7 +33,6 @@
 namespace kvserve {
 
 enum class KvDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4, kInt4C };
-inline constexpr int kNumKvDtypes = 6;
 
 std::string_view KvDtypeName(KvDtype dtype);
 [[nodiscard]] std::optional<KvDtype> ParseKvDtype(std::string_view name);

@@ -21,6 +21,9 @@ Status ModelRunner::ExecuteStep(const SchedulerOutput& out, std::span<float> log
     for (const ScheduledWork& w : out.work) failed->push_back(w.seq->request);
     return st;
   }
+  // The byte movements are done (a swapped-out block's staged keys went with it): staged keys of
+  // blocks the cache has freed can go. The pass below writes only blocks its sequences hold.
+  backend_->ReleaseStaging([this](int32_t block) { return cache_->is_free_block(block); });
   if (out.work.empty()) return OkStatus();
   seqs_.clear();
   for (const ScheduledWork& w : out.work) {
@@ -35,8 +38,6 @@ Status ModelRunner::ExecuteStep(const SchedulerOutput& out, std::span<float> log
   if (!st.ok()) {
     for (const ScheduledWork& w : out.work) failed->push_back(w.seq->request);
   }
-  // Every byte movement of the step is done: staged keys of blocks the cache freed can go.
-  backend_->ReleaseStaging([this](int32_t block) { return cache_->is_free_block(block); });
   return st;
 }
 
