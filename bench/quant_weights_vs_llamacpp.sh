@@ -6,9 +6,12 @@
 # pure Q4_K from the F16 file. For each file: llama-bench (pp64, tg128, 2 threads, 3 repeats)
 # and `kvserve generate` (a 42-token prompt, then 128 tokens, 2 threads, median of 3), with the
 # weights as stored (--weight-dtype auto) and converted to F16 at load (--weight-dtype f16,
-# what kvserve did before it read these types as stored).
+# what kvserve did before it read these types as stored). TYPES picks the files: any other
+# llama-quantize type name (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, ...) is made with
+# --pure, every matrix in that type.
 #
-# Usage: bash bench/quant_weights_vs_llamacpp.sh LLAMA_BIN_DIR [BUILD_DIR]   (hold the build lock)
+# Usage: [TYPES="Q4_0 Q4_K Q4_K_M F16"] [OUT=...] bash bench/quant_weights_vs_llamacpp.sh LLAMA_BIN_DIR [BUILD_DIR]
+# (hold the build lock)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LLAMA=${1:?usage: quant_weights_vs_llamacpp.sh LLAMA_BIN_DIR [BUILD_DIR]}
@@ -19,8 +22,15 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 "$BUILD/kvserve" mkmodel --preset 150m --dtype f16 -o "$W/F16.gguf" >/dev/null
 "$BUILD/kvserve" mkmodel --preset 150m --dtype q4_0 -o "$W/Q4_0.gguf" >/dev/null
-"$LLAMA/llama-quantize" "$W/F16.gguf" "$W/Q4_K_M.gguf" Q4_K_M >/dev/null 2>&1
-"$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/Q4_K.gguf" Q4_K_M >/dev/null 2>&1
+TYPES=${TYPES:-Q4_0 Q4_K Q4_K_M F16}
+for name in $TYPES; do
+  case $name in
+    F16 | Q4_0) ;;
+    Q4_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/Q4_K_M.gguf" Q4_K_M >/dev/null 2>&1 ;;
+    Q4_K) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/Q4_K.gguf" Q4_K_M >/dev/null 2>&1 ;;
+    *) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
+  esac
+done
 PROMPT="Once upon a time there was a little girl named Lily who loved to play outside in the sun with her friends and her dog"
 
 # Median of 3 `kvserve generate` runs: "prefill tok/s | decode tok/s".
@@ -36,14 +46,14 @@ kvserve_row() {
 {
   echo "# Quantized weights read as stored: kvserve next to llama.cpp"
   echo
-  echo "Command: \`LLAMA_REV=$LLAMA_REV bash bench/quant_weights_vs_llamacpp.sh LLAMA_BIN_DIR\` (llama.cpp $LLAMA_REV)."
+  echo "Command: \`TYPES=\"$TYPES\" LLAMA_REV=$LLAMA_REV bash bench/quant_weights_vs_llamacpp.sh LLAMA_BIN_DIR\` (llama.cpp $LLAMA_REV)."
   echo "synthetic:150m (dim 1024, 8 layers, vocab 32000), 2 threads, one run on this 2-vCPU machine."
   echo "kvserve: \`kvserve generate\` end to end (tokenizer, engine, sampling), a 42-token prompt then 128"
   echo "tokens; llama.cpp: llama-bench pp64 / tg128."
   echo
   echo "| file | MiB | llama.cpp pp64 | llama.cpp tg128 | kvserve as stored: prefill / decode tok/s | kvserve converted to F16: prefill / decode tok/s | decode: kvserve as stored / llama.cpp |"
   echo "|---|---|---|---|---|---|---|"
-  for name in Q4_0 Q4_K Q4_K_M F16; do
+  for name in $TYPES; do
     file=$W/$name.gguf
     bench=$("$LLAMA/llama-bench" -m "$file" -p 64 -n 128 -t 2 -r 3 -o csv 2>/dev/null)
     pp=$(echo "$bench" | awk -F, '/"64","0"/ {gsub(/"/, "", $0); print $0}' | awk -F, '{print $(NF-1)}' | head -1)

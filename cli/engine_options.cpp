@@ -103,7 +103,7 @@ ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype) {
 
 void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype) {
   app->add_option("--weight-dtype", *weight_dtype,
-                  "Matrix type in memory: auto (as the file stores it where the kernels read it) or a type "
+                  "Matrix type in memory: auto (as the file stores it) or a type "
                   "every matrix is converted to at load")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "q8_0"}));
 }

@@ -33,8 +33,8 @@ namespace kvserve {
 
 struct ModelLoadOptions;
 
-// --weight-dtype: "auto" keeps the file's matrices (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K as stored,
-// other types converted to F16); f32/f16/bf16/q8_0 convert every matrix at load (e.g. F16 for
+// --weight-dtype: "auto" keeps the file's matrices in their type (the kernels read every type
+// kvserve loads); f32/f16/bf16/q8_0 convert every matrix at load (e.g. F16 for
 // many-stream throughput: the quantized kernels unpack in float, which prefill pays for).
 ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype);
 void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);

@@ -1,11 +1,14 @@
 // Reference decoders of the ggml types kvserve reads but never writes: Q4_1, Q5_0, Q5_1,
 // Q2_K, Q3_K, IQ4_NL and IQ4_XS (ggml_decoders.h). Each follows the GGUF block layout and
-// ggml's dequantization formula; tests/unit/model/ggml_decoders_test.cpp checks them against
+// ggml's dequantization formula, split in two: the integer form (codes, scales, offsets) that
+// the CPU kernels pack, and the float operations that make values of it; tests/unit/model/ggml_decoders_test.cpp checks them against
 // vectors that ggml's own decoders produced. Pure functions; thread-safe.
 #include "engine/model/ggml_decoders.h"
 
 #include <cstring>
+#include <vector>
 
+#include "common/check.h"
 #include "common/fp16.h"
 
 namespace kvserve {
@@ -65,12 +68,13 @@ uint32_t Load32(const uint8_t* p) {
 }
 
 // Q4_1: value j = (low nibble of qs[j]) * d + m, value j + 16 = (high nibble) * d + m.
-void DecodeQ4_1(const BlockQ4_1* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kBlockValues; ++i, dst += kBlockValues) {
-    const float d = F16ToF32(blocks[i].d), m = F16ToF32(blocks[i].m);
+void IntegersQ4_1(const BlockQ4_1* blocks, int64_t n, int8_t* q, float* scale, float* offset) {
+  for (int64_t i = 0; i < n / kBlockValues; ++i, q += kBlockValues) {
+    scale[i] = F16ToF32(blocks[i].d);
+    offset[i] = F16ToF32(blocks[i].m);
     for (int j = 0; j < 16; ++j) {
-      dst[j] = (blocks[i].qs[j] & 0xF) * d + m;
-      dst[j + 16] = (blocks[i].qs[j] >> 4) * d + m;
+      q[j] = static_cast<int8_t>(blocks[i].qs[j] & 0xF);
+      q[j + 16] = static_cast<int8_t>(blocks[i].qs[j] >> 4);
     }
   }
 }
@@ -78,23 +82,16 @@ void DecodeQ4_1(const BlockQ4_1* blocks, float* dst, int64_t n) {
 // Q5_0 / Q5_1: the nibbles of Q4_0 / Q4_1 with a fifth bit: bit j of qh for value j, bit
 // j + 16 for value j + 16. Q5_0 is symmetric (q - 16) * d, Q5_1 q * d + m.
 template <typename Block, bool kHasMin>
-void DecodeQ5(const Block* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kBlockValues; ++i, dst += kBlockValues) {
+void IntegersQ5(const Block* blocks, int64_t n, int8_t* q, float* scale, float* offset) {
+  for (int64_t i = 0; i < n / kBlockValues; ++i, q += kBlockValues) {
     const Block& b = blocks[i];
-    const float d = F16ToF32(b.d);
-    float m = 0;
-    if constexpr (kHasMin) m = F16ToF32(b.m);
+    scale[i] = F16ToF32(b.d);
+    if constexpr (kHasMin) offset[i] = F16ToF32(b.m);
+    const int zero = kHasMin ? 0 : 16;
     const uint32_t qh = Load32(b.qh);
     for (int j = 0; j < 16; ++j) {
-      const int q0 = (b.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
-      const int q1 = (b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
-      if constexpr (kHasMin) {
-        dst[j] = q0 * d + m;
-        dst[j + 16] = q1 * d + m;
-      } else {
-        dst[j] = (q0 - 16) * d;
-        dst[j + 16] = (q1 - 16) * d;
-      }
+      q[j] = static_cast<int8_t>(((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - zero);
+      q[j + 16] = static_cast<int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - zero);
     }
   }
 }
@@ -102,18 +99,18 @@ void DecodeQ5(const Block* blocks, float* dst, int64_t n) {
 // Q2_K: 16 sub-blocks of 16 values, value = d * scale * q - dmin * min with 2-bit q. Each
 // half of 128 values reads 32 bytes of qs; its sub-block 2s + t (s < 4 the bit pair, t the
 // 16-byte half of those 32 bytes) takes bits 2s..2s+1.
-void DecodeQ2K(const BlockQ2_K* blocks, float* dst, int64_t n) {
+void IntegersQ2K(const BlockQ2_K* blocks, int64_t n, int8_t* q, float* scale, float* offset) {
   for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
     const BlockQ2_K& b = blocks[i];
     const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
     const uint8_t* sc = b.scales;
     for (int half = 0; half < 2; ++half) {
-      const uint8_t* q = b.qs + 32 * half;
+      const uint8_t* qs = b.qs + 32 * half;
       for (int shift = 0; shift < 8; shift += 2) {
-        for (int t = 0; t < 2; ++t) {
-          const uint8_t s = *sc++;
-          const float dl = d * (s & 0xF), ml = dmin * (s >> 4);
-          for (int l = 0; l < 16; ++l) *dst++ = dl * ((q[16 * t + l] >> shift) & 3) - ml;
+        for (int t = 0; t < 2; ++t, ++sc) {
+          *scale++ = d * (*sc & 0xF);
+          *offset++ = -(dmin * (*sc >> 4));
+          for (int l = 0; l < 16; ++l) *q++ = static_cast<int8_t>((qs[16 * t + l] >> shift) & 3);
         }
       }
     }
@@ -124,26 +121,22 @@ void DecodeQ2K(const BlockQ2_K* blocks, float* dst, int64_t n) {
 // the k-th bit pair pass; a clear bit subtracts 4), signed 6-bit scales (minus 32) packed in
 // 12 bytes: scale j's low 4 bits are nibble j of bytes 0..7, its top 2 bits bits 2(j/4).. of
 // byte 8 + j % 4.
-void DecodeQ3K(const BlockQ3_K* blocks, float* dst, int64_t n) {
+void IntegersQ3K(const BlockQ3_K* blocks, int64_t n, int8_t* q, float* scale) {
   for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
     const BlockQ3_K& b = blocks[i];
     const float d = F16ToF32(b.d);
-    int scales[16];
-    for (int j = 0; j < 16; ++j) {
-      const int low = (b.scales[j % 8] >> (4 * (j / 8))) & 0xF;
-      const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-      scales[j] = (low | (high << 4)) - 32;
-    }
     int is = 0;
     uint8_t mask = 1;
     for (int half = 0; half < 2; ++half) {
-      const uint8_t* q = b.qs + 32 * half;
+      const uint8_t* qs = b.qs + 32 * half;
       for (int shift = 0; shift < 8; shift += 2, mask = static_cast<uint8_t>(mask << 1)) {
-        for (int t = 0; t < 2; ++t) {
-          const float dl = d * scales[is++];
+        for (int t = 0; t < 2; ++t, ++is) {
+          const int low = (b.scales[is % 8] >> (4 * (is / 8))) & 0xF;
+          const int high = (b.scales[8 + is % 4] >> (2 * (is / 4))) & 3;
+          *scale++ = d * ((low | (high << 4)) - 32);
           for (int l = 0; l < 16; ++l) {
             const int k = 16 * t + l;
-            *dst++ = dl * (((q[k] >> shift) & 3) - ((b.hmask[k] & mask) ? 0 : 4));
+            *q++ = static_cast<int8_t>(((qs[k] >> shift) & 3) - ((b.hmask[k] & mask) ? 0 : 4));
           }
         }
       }
@@ -152,28 +145,28 @@ void DecodeQ3K(const BlockQ3_K* blocks, float* dst, int64_t n) {
 }
 
 // IQ4_NL: value j = d * codebook[low nibble of qs[j]], value j + 16 the high nibble's.
-void DecodeIq4Nl(const BlockIq4Nl* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kBlockValues; ++i, dst += kBlockValues) {
-    const float d = F16ToF32(blocks[i].d);
+void IntegersIq4Nl(const BlockIq4Nl* blocks, int64_t n, int8_t* q, float* scale) {
+  for (int64_t i = 0; i < n / kBlockValues; ++i, q += kBlockValues) {
+    scale[i] = F16ToF32(blocks[i].d);
     for (int j = 0; j < 16; ++j) {
-      dst[j] = d * kIq4Values[blocks[i].qs[j] & 0xF];
-      dst[j + 16] = d * kIq4Values[blocks[i].qs[j] >> 4];
+      q[j] = kIq4Values[blocks[i].qs[j] & 0xF];
+      q[j + 16] = kIq4Values[blocks[i].qs[j] >> 4];
     }
   }
 }
 
 // IQ4_XS: 8 IQ4_NL-like sub-blocks of 32 sharing d, each with a 6-bit scale (minus 32).
-void DecodeIq4Xs(const BlockIq4Xs* blocks, float* dst, int64_t n) {
+void IntegersIq4Xs(const BlockIq4Xs* blocks, int64_t n, int8_t* q, float* scale) {
   for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
     const BlockIq4Xs& b = blocks[i];
     const float d = F16ToF32(b.d);
-    for (int s = 0; s < 8; ++s, dst += kBlockValues) {
+    for (int s = 0; s < 8; ++s, q += kBlockValues) {
       const int ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
-      const float dl = d * (ls - 32);
+      *scale++ = d * (ls - 32);
       const uint8_t* qs = b.qs + 16 * s;
       for (int j = 0; j < 16; ++j) {
-        dst[j] = dl * kIq4Values[qs[j] & 0xF];
-        dst[j + 16] = dl * kIq4Values[qs[j] >> 4];
+        q[j] = kIq4Values[qs[j] & 0xF];
+        q[j + 16] = kIq4Values[qs[j] >> 4];
       }
     }
   }
@@ -181,17 +174,43 @@ void DecodeIq4Xs(const BlockIq4Xs* blocks, float* dst, int64_t n) {
 
 }  // namespace
 
-bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n) {
+std::optional<IntegerForm> IntegerFormOf(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_1: DecodeQ4_1(static_cast<const BlockQ4_1*>(src), dst, n); return true;
-    case GgmlType::kQ5_0: DecodeQ5<BlockQ5_0, false>(static_cast<const BlockQ5_0*>(src), dst, n); return true;
-    case GgmlType::kQ5_1: DecodeQ5<BlockQ5_1, true>(static_cast<const BlockQ5_1*>(src), dst, n); return true;
-    case GgmlType::kQ2_K: DecodeQ2K(static_cast<const BlockQ2_K*>(src), dst, n); return true;
-    case GgmlType::kQ3_K: DecodeQ3K(static_cast<const BlockQ3_K*>(src), dst, n); return true;
-    case GgmlType::kIQ4_NL: DecodeIq4Nl(static_cast<const BlockIq4Nl*>(src), dst, n); return true;
-    case GgmlType::kIQ4_XS: DecodeIq4Xs(static_cast<const BlockIq4Xs*>(src), dst, n); return true;
-    default: return false;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1: return IntegerForm{kBlockValues, true, false};
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL: return IntegerForm{kBlockValues, false, true};
+    case GgmlType::kIQ4_XS: return IntegerForm{kBlockValues, false, false};
+    case GgmlType::kQ2_K: return IntegerForm{16, true, false};
+    case GgmlType::kQ3_K: return IntegerForm{16, false, false};
+    default: return std::nullopt;
   }
+}
+
+void DecodeIntegers(GgmlType type, const void* src, int64_t n, int8_t* q, float* scale, float* offset) {
+  switch (type) {
+    case GgmlType::kQ4_1: IntegersQ4_1(static_cast<const BlockQ4_1*>(src), n, q, scale, offset); return;
+    case GgmlType::kQ5_0: IntegersQ5<BlockQ5_0, false>(static_cast<const BlockQ5_0*>(src), n, q, scale, offset); return;
+    case GgmlType::kQ5_1: IntegersQ5<BlockQ5_1, true>(static_cast<const BlockQ5_1*>(src), n, q, scale, offset); return;
+    case GgmlType::kQ2_K: IntegersQ2K(static_cast<const BlockQ2_K*>(src), n, q, scale, offset); return;
+    case GgmlType::kQ3_K: IntegersQ3K(static_cast<const BlockQ3_K*>(src), n, q, scale); return;
+    case GgmlType::kIQ4_NL: IntegersIq4Nl(static_cast<const BlockIq4Nl*>(src), n, q, scale); return;
+    case GgmlType::kIQ4_XS: IntegersIq4Xs(static_cast<const BlockIq4Xs*>(src), n, q, scale); return;
+    default: CHECK(false) << "no integer form for " << GgmlTypeName(type);
+  }
+}
+
+bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n) {
+  const std::optional<IntegerForm> form = IntegerFormOf(type);
+  if (!form) return false;
+  std::vector<int8_t> q(static_cast<size_t>(n));
+  std::vector<float> scale(static_cast<size_t>(n / form->group)), offset(scale.size());
+  DecodeIntegers(type, src, n, q.data(), scale.data(), offset.data());
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t g = k / form->group;
+    dst[k] = form->has_offset ? scale[g] * q[k] + offset[g] : scale[g] * q[k];
+  }
+  return true;
 }
 
 }  // namespace kvserve

@@ -13,9 +13,10 @@
 namespace kvserve {
 namespace {
 
-bool KeptAsIs(GgmlType t) {
+// Types QuantizeRow writes: what --weight-dtype converts to.
+bool Writable(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || t == GgmlType::kQ8_0 ||
-         t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+         t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
 }
 
 // Rows [first, first + count) of `m`, sharing its bytes (a fused tensor's parts).
@@ -75,12 +76,8 @@ StatusOr<WeightMatrix> Model::BindMatrix(const std::string& name, int64_t rows, 
                                           "iq4_nl, iq4_xs)",
                                           name, GgmlTypeName(t->type)));
   }
-  GgmlType target = t->type;
-  if (options.matrix_type) {
-    target = *options.matrix_type;
-  } else if (!KeptAsIs(t->type)) {
-    target = GgmlType::kF16;
-  }
+  // The backends read every type that loads as stored (CPU: engine/backend/cpu/kernels.h).
+  const GgmlType target = options.matrix_type.value_or(t->type);
   WeightMatrix m;
   m.rows = rows;
   m.cols = cols;
@@ -90,7 +87,7 @@ StatusOr<WeightMatrix> Model::BindMatrix(const std::string& name, int64_t rows, 
     m.data = t->data;
     return m;
   }
-  if (!KeptAsIs(target)) {
+  if (!Writable(target)) {
     return InvalidArgumentError(fmt::format("cannot convert weights to {}", GgmlTypeName(target)));
   }
   // Convert row by row through f32.

@@ -61,8 +61,8 @@ struct ModelWeights {
 };
 
 struct ModelLoadOptions {
-  // Convert every matrix to this type at load (nullopt: keep the file's type where the CPU
-  // kernels read it, F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, and convert other types to F16).
+  // Convert every matrix to this type at load (F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K);
+  // nullopt: keep the file's type (the backends read every type that loads).
   std::optional<GgmlType> matrix_type;
   int num_layers_override = 0;  // synthetic presets only: 0 = the preset's count
   uint64_t seed = 1234;         // synthetic presets only

@@ -9,6 +9,7 @@
 
 #include "common/fp16.h"
 #include "common/log.h"
+#include "engine/model/ggml_decoders.h"
 
 namespace kvserve::cpu {
 namespace {
@@ -47,6 +48,57 @@ inline uint16_t RoundBf16(float f) {
   return static_cast<uint16_t>(r);
 }
 
+// Panels of the types packed from their integer form (ggml_decoders.h), by kind: per group of
+// kCols columns the 16 rows' scales (f16 for kind 3, else f32), their f32 offsets (kinds 8 and
+// 9), then [kCols][16] int8 values.
+struct IntegerPanel {
+  int cols;          // columns per group
+  int scale_bytes;   // 2 or 4
+  bool has_offset;
+  size_t header() const { return static_cast<size_t>(kPanelRows) * scale_bytes * (has_offset ? 2 : 1); }
+  size_t group_bytes() const { return header() + static_cast<size_t>(cols) * kPanelRows; }
+};
+IntegerPanel IntegerPanelOf(int kind) {
+  switch (kind) {
+    case 3: return {32, 2, false};
+    case 7: return {16, 4, false};
+    case 8: return {32, 4, true};
+    default: return {16, 4, true};
+  }
+}
+// The panel kind that holds a type's integer form exactly: f16 scales per 32 as Q8_0's, scales
+// per 16 (a 32-column scale written twice) as Q6_K's, scales and offsets per 32 as Q5_K's, and
+// per 16 in their own kind.
+int IntegerKind(const IntegerForm& f) {
+  if (f.has_offset) return f.group == 32 ? 8 : kOffset16Kind;
+  return f.group == 32 && f.f16_scales ? 3 : 7;
+}
+
+void PackIntegerRows(const WeightMatrix& w, const IntegerForm& form, int kind, uint8_t* data, size_t panel_bytes) {
+  const IntegerPanel layout = IntegerPanelOf(kind);
+  std::vector<int8_t> q(static_cast<size_t>(w.cols));
+  std::vector<float> scale(static_cast<size_t>(w.cols / form.group)), offset(scale.size());
+  for (int64_t r = 0; r < w.rows; ++r) {
+    uint8_t* panel = data + static_cast<size_t>(r / kPanelRows) * panel_bytes;
+    const int lane = static_cast<int>(r % kPanelRows);
+    DecodeIntegers(w.type, w.row(r), w.cols, q.data(), scale.data(), offset.data());
+    for (int64_t g = 0; g < w.cols / layout.cols; ++g) {
+      uint8_t* dst = panel + static_cast<size_t>(g) * layout.group_bytes();
+      const int64_t s = g * layout.cols / form.group;
+      if (layout.scale_bytes == 2) {
+        const uint16_t h = F32ToF16(scale[s]);  // exact: the scale is the block's f16 d
+        std::memcpy(dst + lane * 2, &h, 2);
+      } else {
+        std::memcpy(dst + lane * 4, &scale[s], 4);
+      }
+      if (layout.has_offset) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[s], 4);
+      for (int l = 0; l < layout.cols; ++l) {
+        dst[layout.header() + l * kPanelRows + lane] = static_cast<uint8_t>(q[g * layout.cols + l]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void RoundToBf16(const float* x, int64_t ldx, int num_tokens, int64_t cols, uint16_t* xb, int64_t ldxb) {
@@ -58,6 +110,12 @@ void RoundToBf16(const float* x, int64_t ldx, int num_tokens, int64_t cols, uint
   }
 }
 
+void PackedMatrix::AllocateZeroed() {
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
+  CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
+  std::memset(data_.get(), 0, nbytes());
+}
+
 PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     : type_(w.type), kind_(WeightKind(w.type)), rows_(w.rows), cols_(w.cols) {
   CHECK(kind_ >= 0) << "cannot pack " << GgmlTypeName(w.type);
@@ -66,9 +124,7 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     kind_ = kBf16PairKind;
     const int64_t pairs = (cols_ + 1) / 2;
     panel_bytes_ = (static_cast<size_t>(pairs) * kPanelRows * 4 + 63) / 64 * 64;
-    data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
-    CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
-    std::memset(data_.get(), 0, nbytes());
+    AllocateZeroed();
     // Each row decoded to F32, then rounded as the activations are.
     std::vector<float> values(static_cast<size_t>(cols_));
     std::vector<uint16_t> rounded(static_cast<size_t>(cols_) + 1);
@@ -79,6 +135,13 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
       RoundToBf16(values.data(), cols_, 1, cols_, rounded.data(), cols_ + 1);
       for (int64_t k = 0; k < cols_; ++k) panel[((k / 2) * kPanelRows + lane) * 2 + k % 2] = rounded[k];
     }
+    return;
+  }
+  if (const std::optional<IntegerForm> form = IntegerFormOf(w.type)) {
+    const IntegerPanel layout = IntegerPanelOf(kind_);
+    panel_bytes_ = (static_cast<size_t>(cols_ / layout.cols) * layout.group_bytes() + 63) / 64 * 64;
+    AllocateZeroed();
+    PackIntegerRows(w, *form, kind_, data_.get(), panel_bytes_);
     return;
   }
   const size_t value_bytes = w.type == GgmlType::kF32 ? 4 : 2;
@@ -104,9 +167,7 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     panel_bytes_ = static_cast<size_t>(cols_) * kPanelRows * value_bytes;
   }
   panel_bytes_ = (panel_bytes_ + 63) / 64 * 64;
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, nbytes())));
-  CHECK(data_ != nullptr) << "out of memory packing a " << rows_ << "x" << cols_ << " matrix";
-  std::memset(data_.get(), 0, nbytes());
+  AllocateZeroed();
   for (int64_t r = 0; r < rows_; ++r) {
     uint8_t* panel = data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_;
     const int lane = static_cast<int>(r % kPanelRows);
@@ -195,7 +256,10 @@ int WeightKind(GgmlType type) {
     case GgmlType::kQ4_K: return 5;
     case GgmlType::kQ6_K: return 7;
     case GgmlType::kQ5_K: return 8;
-    default: return -1;
+    default: {
+      const std::optional<IntegerForm> form = IntegerFormOf(type);
+      return form ? IntegerKind(*form) : -1;
+    }
   }
 }
 

@@ -29,6 +29,10 @@ namespace kvserve::cpu {
 // [16][16] int8 values q - 32 (1.25 bytes per weight; the file's 0.82 packs them in 6 bits).
 // Q5_K panels hold per 32-column sub-block the rows' f32 scales and offsets, then [32][16]
 // int8 values 0..31 (1.25 bytes per weight; the file's 0.69).
+// The types read but never written are packed from their integer form (ggml_decoders.h) into
+// these layouts: Q5_0 and IQ4_NL as Q8_0's (1.06 bytes per weight), Q4_1 and Q5_1 as Q5_K's,
+// Q3_K and IQ4_XS as Q6_K's (1.25), Q2_K in offset-16 panels: per 16-column sub-block the
+// rows' f32 scales and offsets, then [16][16] int8 values (1.5 bytes per weight).
 // BF16 pair panels (ComputeDtype::kBF16 for F32/F16/BF16 matrices) hold [cols / 2][16][2]
 // BF16 values: for each pair of columns, the 16 rows' two values side by side, as `vdpbf16ps`
 // reads them (an odd column count gets a zero column).
@@ -36,14 +40,15 @@ namespace kvserve::cpu {
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
-// pair panels, 7 q6_k and 8 q5_k panels.
+// pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels.
 inline constexpr int kBf16PairKind = 6;
-inline constexpr int kNumMatMulKinds = 9;
+inline constexpr int kOffset16Kind = 9;
+inline constexpr int kNumMatMulKinds = 10;
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K rows (CHECK-fails on other types); with kBF16,
+  // Packs rows of any type DequantizeRow reads except Q8_K (CHECK-fails on it); with kBF16,
   // F32/F16/BF16 rows become BF16 pair panels.
   explicit PackedMatrix(const WeightMatrix& w, ComputeDtype compute = ComputeDtype::kF32);
 
@@ -59,6 +64,7 @@ class PackedMatrix {
   const uint8_t* panel(int64_t p) const { return data_.get() + static_cast<size_t>(p) * panel_bytes_; }
 
  private:
+  void AllocateZeroed();  // nbytes() of zeros, 64-byte aligned
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
@@ -125,8 +131,9 @@ struct KernelTable {
   float (*max)(const float* x, int n);
 };
 
-// The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k; -1 for
-// types the kernels do not take.
+// The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k, and
+// for the integer-form types the kind that holds them (see above); -1 for types the kernels do
+// not take.
 int WeightKind(GgmlType type);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).

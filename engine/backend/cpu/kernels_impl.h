@@ -190,6 +190,16 @@ struct Q5KBlock {
   }
   static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
 };
+// Offset-16 panels (Q2_K): per 16 columns, f32 scales, f32 offsets, [16][16] int8 values.
+struct Offset16Block {
+  static constexpr int kCols = 16;
+  static constexpr bool kOffset = true;
+  static constexpr size_t kScaleBytes = kPanelRows * 8;
+  static constexpr size_t kBytes = kScaleBytes + 16 * kPanelRows;
+  static V Scale(const uint8_t* block, int v) { return Q5KBlock::Scale(block, v); }
+  static V Offset(const uint8_t* block, int v) { return Q5KBlock::Offset(block, v); }
+  static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
+};
 struct Q6KBlock {
   static constexpr int kCols = 16;
   static constexpr size_t kScaleBytes = kPanelRows * 4;
@@ -198,8 +208,21 @@ struct Q6KBlock {
   static V Load(const uint8_t* values, int k, int v) { return Q8Block::Load(values, k, v); }
 };
 
-// Per token, the sums of x over each 32-column sub-block, in order (Q4KKernel::Prepare).
-inline thread_local std::vector<float> q4k_xsums;
+// Per token, the sums of x over each group of columns (32 for Q4_K and Q5_K, 16 for
+// offset-16 panels), in order: the offsets multiply them (PrepareGroupSums).
+inline thread_local std::vector<float> group_xsums;
+
+inline void PrepareGroupSums(const MatMulArgs& a, int group) {
+  const int64_t groups = a.w->cols() / group;
+  group_xsums.resize(static_cast<size_t>(a.num_tokens * groups));
+  for (int t = 0; t < a.num_tokens; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0.0f;
+      for (int l = 0; l < group; ++l) s += a.x[t * a.ldx + g * group + l];
+      group_xsums[t * groups + g] = s;
+    }
+  }
+}
 
 // Quantized panels: per block, sum = sum_k q[k] * x[k] in order, then acc += sum * scale (and,
 // for blocks with offsets, acc += sum(x over the block) * offset).
@@ -233,9 +256,8 @@ inline void QuantPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
         for (int t = 0; t < RT; ++t) acc[t][p][v] = Isa::Fma(sum[t][p][v], scale, acc[t][p][v]);
         if constexpr (requires { B::kOffset; }) {
           const V offset = B::Offset(panels[p] + b * B::kBytes, v);
-          const int64_t groups = a.w->cols() / 32;
           for (int t = 0; t < RT; ++t) {
-            acc[t][p][v] = Isa::Fma(Isa::Set1(q4k_xsums[(t0 + t) * groups + b]), offset, acc[t][p][v]);
+            acc[t][p][v] = Isa::Fma(Isa::Set1(group_xsums[(t0 + t) * blocks + b]), offset, acc[t][p][v]);
           }
         }
       }
@@ -255,7 +277,7 @@ template <int RT, int RP>
 inline void Q4KPanelTile(const MatMulArgs& a, int t0, int64_t p0) {
   const int64_t chunks = a.w->cols() / 64;
   const float* xsums[RT];
-  for (int t = 0; t < RT; ++t) xsums[t] = q4k_xsums.data() + (t0 + t) * (chunks * 2);
+  for (int t = 0; t < RT; ++t) xsums[t] = group_xsums.data() + (t0 + t) * (chunks * 2);
   const uint8_t* panels[RP];
   const float* xs[RT];
   V acc[RT][RP][kVecs];
@@ -307,17 +329,7 @@ struct IsaTiles {
 };
 
 struct Q4KKernel : IsaTiles {
-  static void Prepare(const MatMulArgs& a) {
-    const int64_t groups = a.w->cols() / 32;
-    q4k_xsums.resize(static_cast<size_t>(a.num_tokens * groups));
-    for (int t = 0; t < a.num_tokens; ++t) {
-      for (int64_t g = 0; g < groups; ++g) {
-        float s = 0.0f;
-        for (int l = 0; l < 32; ++l) s += a.x[t * a.ldx + g * 32 + l];
-        q4k_xsums[t * groups + g] = s;
-      }
-    }
-  }
+  static void Prepare(const MatMulArgs& a) { PrepareGroupSums(a, 32); }
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { Q4KPanelTile<RT, RP>(a, t0, p0); }
 };
@@ -339,8 +351,10 @@ struct QuantKernel : IsaTiles {
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { QuantPanelTile<B, RT, RP>(a, t0, p0); }
 };
-struct Q5KKernel : QuantKernel<Q5KBlock> {
-  static void Prepare(const MatMulArgs& a) { Q4KKernel::Prepare(a); }
+// Blocks with offsets: their kCols-column sums of x first.
+template <class B>
+struct OffsetKernel : QuantKernel<B> {
+  static void Prepare(const MatMulArgs& a) { PrepareGroupSums(a, B::kCols); }
 };
 
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
@@ -394,7 +408,8 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[5] = &MatMulPanels<Q4KKernel>;
   t.matmul[kBf16PairKind] = &MatMulPanels<Bf16PairKernel>;
   t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
-  t.matmul[8] = &MatMulPanels<Q5KKernel>;
+  t.matmul[8] = &MatMulPanels<OffsetKernel<Q5KBlock>>;
+  t.matmul[kOffset16Kind] = &MatMulPanels<OffsetKernel<Offset16Block>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,15 +20,18 @@ namespace {
 
 class KernelsTest : public ::testing::TestWithParam<std::string> {};
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   const KernelTable* table = KernelsFor(GetParam());
   ASSERT_NE(table, nullptr);
   // Odd row lengths; row counts that fill panels, leave a partial last panel, or span
   // several panel tiles; token counts covering every tile remainder.
   for (int64_t cols : {32, 64, 96, 172, 256, 1024}) {
-    for (GgmlType type :
-         {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-          GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    for (GgmlType type : kAllWeightTypes) {
       if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values != 0) continue;
       const int64_t rows = cols == 1024 ? 77 : 13;
       EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
@@ -46,14 +52,62 @@ TEST_P(KernelsTest, MatMulMatchesReferenceForEveryWeightType) {
   }
 }
 
+TEST_P(KernelsTest, MatMulReadsRowsGgmlQuantizedAsGgmlDecodesThem) {
+  // tests/data/ggml_blocks: 3 rows of 512 values that ggml quantized, and ggml's decoding of
+  // them. The product with the panels must match the double product with ggml's floats, and
+  // the panels must take the bytes per weight kernels.h states.
+  const KernelTable* table = KernelsFor(GetParam());
+  struct Case {
+    GgmlType type;
+    const char* file;
+    double bytes_per_weight;
+  };
+  const int rows = 3, cols = 512;
+  for (const Case& c : {Case{GgmlType::kQ4_1, "q4_1", 1.25}, Case{GgmlType::kQ5_0, "q5_0", 1.0625},
+                        Case{GgmlType::kQ5_1, "q5_1", 1.25}, Case{GgmlType::kQ2_K, "q2_K", 1.5},
+                        Case{GgmlType::kQ3_K, "q3_K", 1.25}, Case{GgmlType::kIQ4_NL, "iq4_nl", 1.0625},
+                        Case{GgmlType::kIQ4_XS, "iq4_xs", 1.25}}) {
+    const std::string dir = std::string(KVSERVE_SOURCE_DIR) + "/tests/data/ggml_blocks/";
+    const std::string blocks = ReadFile(dir + c.file + ".blocks");
+    const std::string decoded = ReadFile(dir + c.file + ".f32");
+    ASSERT_EQ(decoded.size(), sizeof(float) * rows * cols) << c.file;
+    WeightMatrix w;
+    w.type = c.type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = *GgmlRowBytes(c.type, cols);
+    ASSERT_EQ(blocks.size(), w.row_bytes * rows) << c.file;
+    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
+    std::vector<float> values(rows * cols);
+    std::memcpy(values.data(), decoded.data(), decoded.size());
+    const PackedMatrix packed(w);
+    EXPECT_EQ(packed.nbytes(), static_cast<size_t>(kPanelRows * cols * c.bytes_per_weight)) << c.file;
+    for (int tokens : {1, 5}) {
+      const std::vector<float> x = Random(static_cast<size_t>(tokens) * cols, 7);
+      std::vector<float> y(static_cast<size_t>(tokens) * rows);
+      table->matmul[WeightKind(c.type)](MatMulArgs{&packed, x.data(), cols, tokens, y.data(), rows}, 0,
+                                        packed.num_panels());
+      for (int t = 0; t < tokens; ++t) {
+        for (int r = 0; r < rows; ++r) {
+          double ref = 0, magnitude = 0;
+          for (int k = 0; k < cols; ++k) {
+            ref += static_cast<double>(values[r * cols + k]) * x[t * cols + k];
+            magnitude += std::fabs(static_cast<double>(values[r * cols + k]) * x[t * cols + k]);
+          }
+          // f32 sums of `cols` terms: a few units of 2^-24 of the magnitude per term.
+          ASSERT_NEAR(y[t * rows + r], ref, 1e-6 * magnitude + 1e-6) << GetParam() << " " << c.file;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
   // A token's result must not depend on which other tokens share the step (isolation and
   // greedy determinism under continuous batching).
   const KernelTable* table = KernelsFor(GetParam());
   const int64_t rows = 70, cols = 256;
-  for (GgmlType type :
-       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-          GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : kAllWeightTypes) {
     EncodedMatrix m = Encode(type, Random(rows * cols, 3), rows, cols);
     const PackedMatrix packed(m.w);
     const std::vector<float> x = Random(7 * cols, 4);
