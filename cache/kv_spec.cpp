@@ -41,7 +41,9 @@ size_t KvRowDataBytes(KvDtype dtype, int head_dim) {
   return 0;
 }
 
-StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& c) {
+StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& config) {
+  KvSpecConfig c = config;
+  if (c.block_size == 0) c.block_size = DefaultBlockSize(c);
   if (c.num_layers <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0) {
     return InvalidArgumentError("KV spec needs positive layers, kv heads and head dim");
   }

@@ -39,7 +39,7 @@ struct GenerateOptions {
   std::string kv_dtype = "f16";
   std::string weight_dtype = "auto";
   std::string compute_dtype = "f32";
-  int block_size = 16;
+  int block_size = 0;  // 0: DefaultBlockSize
   uint64_t kv_cache_memory = 0;
   bool json = false;
   // Set after parsing: whether --seed was given.
@@ -147,11 +147,12 @@ int RunGenerate(const GenerateOptions& o) {
   config.kv.dtype = *ParseKvDtype(o.kv_dtype);  // checked by the option's validator
   StatusOr<KvSpec> spec = KvSpec::Create(config.kv);
   if (!spec.ok()) return ReportError(kCommand, spec.status().message(), kExitUsageError);
+  config.kv.block_size = spec->block_size();  // the default resolved
   StatusOr<int> blocks = NumKvBlocks(o, *spec, static_cast<int>(prompt_tokens.size()) + o.max_tokens);
   if (!blocks.ok()) return ReportError(kCommand, blocks.status().message(), kExitUsageError);
   config.num_blocks = *blocks;
   // No sequence can outgrow the pool; saying so keeps the engine from warning about it.
-  config.max_model_len = std::min(mc.context_length, *blocks * o.block_size);
+  config.max_model_len = std::min(mc.context_length, *blocks * spec->block_size());
 
   BackendConfig backend_config = BackendConfigFor(config);
   backend_config.num_threads = o.threads;
@@ -206,7 +207,7 @@ void RegisterGenerateCommand(CommandRegistry& registry) {
   AddWeightDtypeOption(sub, &o->weight_dtype);
   AddComputeDtypeOption(sub, &o->compute_dtype);
   AddKvDtypeOption(sub, &o->kv_dtype);
-  sub->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  sub->add_option("--block-size", o->block_size, "KV cache block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 4096));
   sub->add_option("--kv-cache-memory", o->kv_cache_memory,
                   "KV pool size in bytes, e.g. 2GiB (default: just enough for this request)")
       ->transform(CLI::AsSizeValue(true));

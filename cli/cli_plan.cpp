@@ -26,7 +26,7 @@ struct PlanOptions {
   std::string kv_dtype = "all";
   std::string kv_keep;
   std::string kv_keep_dtype = "f16";
-  int block_size = 16;
+  int block_size = 0;  // 0: DefaultBlockSize per KV dtype
 };
 
 struct ModelShape {
@@ -140,7 +140,7 @@ void RegisterPlanCommand(CommandRegistry& registry) {
   sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4, int4c");
   sub->add_option("--kv-keep", options->kv_keep, "Layered precision row: layers=0,1 or heads=L:H,... kept at --kv-keep-dtype");
   sub->add_option("--kv-keep-dtype", options->kv_keep_dtype, "Element type of the --kv-keep layers or heads");
-  sub->add_option("--block-size", options->block_size, "KV block size in tokens")->check(CLI::Range(1, 1024));
+  sub->add_option("--block-size", options->block_size, "KV block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 1024));
 }
 
 }  // namespace kvserve::cli

@@ -143,7 +143,7 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
                   "Layered precision: layers or KV heads kept at --kv-keep-dtype: layers=0,1 or heads=0:2,5:1");
   app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
       ->check(CLI::IsMember(kKvDtypes));
-  app->add_option("--block-size", f->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  app->add_option("--block-size", f->block_size, "KV cache block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 4096));
   app->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV pool size, e.g. 2GiB (default: CPU the smaller of 1 GiB and max-num-seqs x max-model-len; "
                   "CUDA what --gpu-memory-utilization leaves)")
@@ -209,6 +209,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   ASSIGN_OR_RETURN(c.kv.keep, ParseKvKeep(f.kv_keep));
   StatusOr<KvSpec> spec = KvSpec::Create(c.kv);
   if (!spec.ok()) return InvalidArgumentError("KV cache: " + spec.status().message());
+  c.kv.block_size = spec->block_size();  // the default resolved
   if (c.preempt_by_swap && f.host_offload_memory == 0) {
     return InvalidArgumentError("--preempt swap needs a host tier: set --host-offload-memory");
   }
@@ -231,7 +232,7 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
                                             memory, plan.block_bytes));
   }
   c.num_blocks = static_cast<int>(blocks);
-  max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * f.block_size));
+  max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * c.kv.block_size));
   c.max_model_len = max_len;
   c.max_pinned_bytes = f.max_pinned_memory;
   c.num_host_blocks = static_cast<int>(std::min<int64_t>(

@@ -53,7 +53,7 @@ struct EngineFlags {
   std::string compute_dtype = "f32";  // f32 | bf16 | auto
   std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
   std::string kv_keep_dtype = "f16";
-  int block_size = 16;
+  int block_size = 0;                 // 0: DefaultBlockSize (16; 32 with int4c)
   uint64_t kv_cache_memory = 0;       // bytes; 0: see above
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;

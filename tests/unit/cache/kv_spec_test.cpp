@@ -74,13 +74,32 @@ TEST(KvSpec, RejectsBadConfigs) {
   c.group_size = 32;  // does not divide 48
   EXPECT_EQ(KvSpec::Create(c).status().code(), StatusCode::kInvalidArgument);
   c.group_size = 0;
-  c.block_size = 0;
+  c.block_size = -1;
   EXPECT_FALSE(KvSpec::Create(c).ok());
   c.block_size = 16;
   c.keep = {{5, -1}};
   EXPECT_FALSE(KvSpec::Create(c).ok());
   c.keep = {{1, 2}};
   EXPECT_FALSE(KvSpec::Create(c).ok());
+}
+
+TEST(KvSpec, BlockSizeZeroMeansTheDtypesDefault) {
+  KvSpecConfig c;
+  c.num_layers = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 128;
+  c.block_size = 0;
+  EXPECT_EQ(KvSpec::Create(c)->block_size(), 16);
+  c.dtype = KvDtype::kInt4C;  // per-channel key parameters spread over 32 tokens
+  const KvSpec int4c = *KvSpec::Create(c);
+  EXPECT_EQ(int4c.block_size(), 32);
+  c.dtype = KvDtype::kF16;
+  EXPECT_NEAR(int4c.bytes_per_token() / KvSpec::Create(c)->bytes_per_token(), 0.289, 0.001);
+  c.keep = {{1, -1}};
+  c.keep_dtype = KvDtype::kInt4C;
+  EXPECT_EQ(KvSpec::Create(c)->block_size(), 32);
+  c.block_size = 8;  // a block size named is kept
+  EXPECT_EQ(KvSpec::Create(c)->block_size(), 8);
 }
 
 TEST(KvSpec, ParsesDtypeNames) {

@@ -46,6 +46,23 @@ TEST_F(EngineOptionsTest, MemoryFlagSizesThePoolAndCapsTheLength) {
   EXPECT_EQ(PlanEngine(f, *model_).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(EngineOptionsTest, BlockSizeDefaultsTo32ForInt4cAndIsKeptWhenNamed) {
+  EngineFlags f;
+  f.max_num_seqs = 2;
+  f.kv_dtype = "int4c";
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->config.kv.block_size, 32);
+  EXPECT_EQ(plan->config.num_blocks, 2 * 2048 / 32);
+  f.block_size = 16;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->config.kv.block_size, 16);
+  f.kv_dtype = "int8";
+  f.block_size = 0;
+  EXPECT_EQ(PlanEngine(f, *model_)->config.kv.block_size, 16);
+}
+
 EngineFlags Int8Keeping(std::string keep) {
   EngineFlags f;
   f.kv_dtype = "int8";
