@@ -5,8 +5,8 @@
 // vectors that ggml's own decoders produced. Pure functions; thread-safe.
 #include "engine/model/ggml_decoders.h"
 
+#include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "common/check.h"
 #include "common/fp16.h"
@@ -203,12 +203,20 @@ void DecodeIntegers(GgmlType type, const void* src, int64_t n, int8_t* q, float*
 bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n) {
   const std::optional<IntegerForm> form = IntegerFormOf(type);
   if (!form) return false;
-  std::vector<int8_t> q(static_cast<size_t>(n));
-  std::vector<float> scale(static_cast<size_t>(n / form->group)), offset(scale.size());
-  DecodeIntegers(type, src, n, q.data(), scale.data(), offset.data());
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t g = k / form->group;
-    dst[k] = form->has_offset ? scale[g] * q[k] + offset[g] : scale[g] * q[k];
+  // In pieces of one super-block (a multiple of every block size here), on the stack: the
+  // embedding lookup decodes a row per token.
+  const int block_values = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values;
+  const size_t block_bytes = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_bytes;
+  int8_t q[kSuperBlockValues];
+  float scale[kSuperBlockValues / 16], offset[kSuperBlockValues / 16];
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  for (int64_t done = 0; done < n; done += kSuperBlockValues) {
+    const int64_t m = std::min<int64_t>(kSuperBlockValues, n - done);
+    DecodeIntegers(type, bytes + done / block_values * block_bytes, m, q, scale, offset);
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t g = k / form->group;
+      dst[done + k] = form->has_offset ? scale[g] * q[k] + offset[g] : scale[g] * q[k];
+    }
   }
   return true;
 }
