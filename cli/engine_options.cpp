@@ -110,10 +110,12 @@ void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype) {
 
 void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype) {
   app->add_option("--compute-dtype", *compute_dtype,
-                  "CPU matrix products: f32 (activations in F32, bit-exact across batch sizes), bf16 (activations "
-                  "and F32/F16/BF16 weights rounded to BF16, F32 sums; quantized weights as in f32) or auto (bf16 "
-                  "where this CPU's BF16 dot products measure faster)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+                  "CPU matrix products: f32 (activations in F32, weights widened to F32), int8 (quantized weights "
+                  "times activations quantized to int8 per 32 values, integer dot products as llama.cpp; F32/F16/BF16 "
+                  "weights as f32), bf16 (F32/F16/BF16 weights and activations rounded to BF16, F32 sums; quantized "
+                  "weights as int8) or auto (bf16 where this CPU's BF16 dot products measure faster, else int8). "
+                  "Every mode gives a request the same results whatever its batch")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
 }
 
 void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype) {

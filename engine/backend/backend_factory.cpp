@@ -42,12 +42,12 @@ StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::stri
   if (device != "cpu") {
     if (requested == "auto" || requested == "f32") return ComputeDtype::kF32;
     return InvalidArgumentError("--compute-dtype " + std::string(requested) +
-                                ": only the CPU backend has a BF16 compute mode; use f32 or auto with --device " +
+                                ": only the CPU backend has BF16 and int8 compute modes; use f32 or auto with --device " +
                                 std::string(device));
   }
   if (requested == "auto") return cpu::AutoComputeDtype();
   if (std::optional<ComputeDtype> d = ParseComputeDtype(requested)) return *d;
-  return InvalidArgumentError("--compute-dtype: '" + std::string(requested) + "' is not f32, bf16 or auto");
+  return InvalidArgumentError("--compute-dtype: '" + std::string(requested) + "' is not f32, bf16, int8 or auto");
 }
 
 StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model) {
@@ -61,7 +61,8 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, co
   }
   if (config.device == "cuda") {
     if (config.compute_dtype != ComputeDtype::kF32) {
-      return InvalidArgumentError("--compute-dtype bf16: only the CPU backend has a BF16 compute mode");
+      return InvalidArgumentError("--compute-dtype " + std::string(ComputeDtypeName(config.compute_dtype)) +
+                                  ": only the CPU backend has BF16 and int8 compute modes");
     }
     CudaBackendOptions options;
     options.limits = LimitsFor(config);

@@ -42,9 +42,9 @@ struct BackendConfig {
 [[nodiscard]] StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfig& model,
                                                   std::initializer_list<KvDtype> kv_dtypes = {});
 
-// --compute-dtype: "f32", "bf16", or "auto" (bf16 where this CPU's native BF16 products
-// measure faster than F32 multiply-adds, see cpu::AutoComputeDtype); INVALID_ARGUMENT for
-// other text and for bf16 on a device that is not "cpu".
+// --compute-dtype: "f32", "bf16", "int8", or "auto" (bf16 where this CPU's native BF16
+// products measure faster than F32 multiply-adds, else int8: see cpu::AutoComputeDtype);
+// INVALID_ARGUMENT for other text and for bf16/int8 on a device that is not "cpu".
 [[nodiscard]] StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device);
 
 // REQUIRES: `model` outlives the backend.

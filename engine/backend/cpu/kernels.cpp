@@ -24,7 +24,10 @@ bool CpuHasAvx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && CpuHasF16c();
 }
-bool CpuHasAvx512Bf16() { return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16"); }
+// Every CPU with AVX512-BF16 has AVX512-VNNI too; the table relies on both.
+bool CpuHasAvx512Bf16() {
+  return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+}
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c(); }
 
 const KernelTable& ChooseKernels() {
@@ -120,6 +123,13 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     : type_(w.type), kind_(WeightKind(w.type)), rows_(w.rows), cols_(w.cols) {
   CHECK(kind_ >= 0) << "cannot pack " << GgmlTypeName(w.type);
   num_panels_ = (rows_ + kPanelRows - 1) / kPanelRows;
+  if (compute != ComputeDtype::kF32 && DotKind(w.type) >= 0) {
+    kind_ = DotKind(w.type);
+    panel_bytes_ = DotPanelBytes(kind_, cols_);
+    AllocateZeroed();
+    PackDotRows(w, kind_, data_.get(), panel_bytes_);
+    return;
+  }
   if (compute == ComputeDtype::kBF16 && kind_ <= 2) {
     kind_ = kBf16PairKind;
     const int64_t pairs = (cols_ + 1) / 2;
@@ -272,11 +282,11 @@ bool CpuHasBf16Dot() { return CpuHasAvx512Bf16(); }
 
 ComputeDtype AutoComputeDtype() {
   static const ComputeDtype chosen = [] {
-    if (!CpuHasBf16Dot()) return ComputeDtype::kF32;
+    if (!CpuHasBf16Dot()) return ComputeDtype::kInt8;
     const double speedup = Bf16DotSpeedup();
     LOG_INFO("compute dtype auto: BF16 pair products run at {:.2f}x the F32 multiply-add rate here: {}", speedup,
-             speedup >= 1.5 ? "bf16" : "f32");
-    return speedup >= 1.5 ? ComputeDtype::kBF16 : ComputeDtype::kF32;
+             speedup >= 1.5 ? "bf16" : "int8");
+    return speedup >= 1.5 ? ComputeDtype::kBF16 : ComputeDtype::kInt8;
   }();
   return chosen;
 }

@@ -36,20 +36,55 @@ namespace kvserve::cpu {
 // BF16 pair panels (ComputeDtype::kBF16 for F32/F16/BF16 matrices) hold [cols / 2][16][2]
 // BF16 values: for each pair of columns, the 16 rows' two values side by side, as `vdpbf16ps`
 // reads them (an odd column count gets a zero column).
+// Integer-dot panels (ComputeDtype kInt8 and kBF16, for every quantized type) multiply int8
+// activations (QuantizedActivations) with the weights' integer codes: value = scale * u +
+// offset with u an unsigned code, per group of G = 16 (Q6_K, Q2_K, Q3_K) or 32 columns (the
+// rest). Per group the 16 rows' f32 scales, their f32 offsets, then the codes, 4 consecutive
+// columns of a row in 4 bytes (as `vpdpbusd` reads them): byte codes [G / 4][16][4]; 4-bit
+// codes (Q4_0, Q4_1, Q4_K, Q2_K, Q3_K) [G / 8][16][4] bytes whose low nibbles are columns
+// 8c..8c+3 and high nibbles 8c+4..8c+7. Bytes per weight: 0.75 for the 4-bit types, 1.25 for
+// the others with 32 columns per group, 1.5 for Q6_K and 1.0 for Q2_K/Q3_K.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
-// pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels.
+// pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels: 10 4-bit
+// codes per 32, 11 codes below 128 per 32 (Q5_0, Q5_1, Q5_K), 12 byte codes per 32 (Q8_0,
+// IQ4_NL, IQ4_XS), 13 4-bit codes per 16 (Q2_K, Q3_K), 14 codes below 128 per 16 (Q6_K).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
-inline constexpr int kNumMatMulKinds = 10;
+inline constexpr int kFirstDotKind = 10;
+inline constexpr int kNumMatMulKinds = 15;
+
+// Activations quantized for the integer-dot panels, per token and block of 32 or 256 columns
+// as llama.cpp quantizes them for the same weights (Q8_0 for 32-value types, Q8_K for the
+// 256-value K and IQ4_XS types): block 32, q = x * (127 / max|x|) and d = max|x| / 127
+// rounded to F16; block 256, q = min(127, x * (-127 / m)) with m the value of largest
+// magnitude and d = 1 / (-127 / m); q rounded to nearest even, all 0 where the block is zero. Also
+// the sums of q per 16 columns. The same bits on every CPU.
+class QuantizedActivations {
+ public:
+  // REQUIRES: block is 32 or 256, cols % block == 0.
+  void Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block);
+  int block() const { return block_; }
+  const int8_t* q(int t) const { return q_.data() + t * cols_; }
+  const float* d(int t) const { return d_.data() + t * (cols_ / block_); }
+  const int32_t* sums(int t) const { return sums_.data() + t * (cols_ / 16); }
+
+ private:
+  int64_t cols_ = 0;
+  int block_ = 32;
+  std::vector<int8_t> q_;
+  std::vector<float> d_;
+  std::vector<int32_t> sums_;
+};
 
 class PackedMatrix {
  public:
   PackedMatrix() = default;
   // Packs rows of any type DequantizeRow reads except Q8_K (CHECK-fails on it); with kBF16,
   // F32/F16/BF16 rows become BF16 pair panels.
+  // With kInt8 or kBF16, quantized rows become integer-dot panels.
   explicit PackedMatrix(const WeightMatrix& w, ComputeDtype compute = ComputeDtype::kF32);
 
   GgmlType type() const { return type_; }
@@ -57,6 +92,10 @@ class PackedMatrix {
   int kind() const { return kind_; }
   // BF16 pair panels: their products take the activations rounded by RoundToBf16.
   bool takes_bf16() const { return kind_ == kBf16PairKind; }
+  // Integer-dot panels: their products take the activations as QuantizedActivations, best
+  // in blocks of activation_block() (llama.cpp's choice: 256 for 256-value types, else 32).
+  bool takes_int8() const { return kind_ >= kFirstDotKind; }
+  int activation_block() const;
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   int64_t num_panels() const { return num_panels_; }
@@ -78,7 +117,8 @@ class PackedMatrix {
 };
 
 // y[t * ldy + r] = dot(x[t * ldx + 0 .. cols), row r of w), for t < num_tokens. BF16 pair
-// panels read xb instead: x rounded by RoundToBf16 (ldxb >= cols rounded up to even).
+// panels read xb instead: x rounded by RoundToBf16 (ldxb >= cols rounded up to even), and
+// integer-dot panels xq: x quantized.
 struct MatMulArgs {
   const PackedMatrix* w = nullptr;
   const float* x = nullptr;
@@ -88,6 +128,7 @@ struct MatMulArgs {
   int64_t ldy = 0;
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
+  const QuantizedActivations* xq = nullptr;
 };
 
 // xb[t * ldxb + k] = x[t * ldx + k] rounded to BF16 (nearest even, NaN kept quiet, BF16
@@ -135,11 +176,16 @@ struct KernelTable {
 // for the integer-form types the kind that holds them (see above); -1 for types the kernels do
 // not take.
 int WeightKind(GgmlType type);
+// The integer-dot panel kind of a quantized type; -1 for F32/F16/BF16 and Q8_K.
+int DotKind(GgmlType type);
+// Per-kind layout of the integer-dot panels, and their packing (kernels_dot.cpp).
+size_t DotPanelBytes(int kind, int64_t cols);
+void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).
 const KernelTable& Kernels();
 // A specific table, or nullptr when this CPU cannot run it. isa: "avx512bf16" (AVX-512 with
-// vdpbf16ps), "avx512" (BF16 products emulated), "avx2", "generic".
+// vdpbf16ps and integer dots on vpdpbusd), "avx512" (both emulated), "avx2", "generic".
 const KernelTable* KernelsFor(std::string_view isa);
 // Whether this CPU multiplies BF16 pairs natively (AVX512-BF16).
 bool CpuHasBf16Dot();
@@ -148,7 +194,7 @@ bool CpuHasBf16Dot();
 // rate (2x the multiply-adds); some Intel cores at a quarter of it (0.5x).
 double Bf16DotSpeedup();
 // --compute-dtype auto: kBF16 where native BF16 products measure at least 1.5x F32's rate
-// (measured once per process), else kF32.
+// (measured once per process), else kInt8.
 ComputeDtype AutoComputeDtype();
 
 // Per-ISA tables, defined in kernels_<isa>.cpp.

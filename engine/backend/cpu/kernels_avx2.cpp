@@ -100,6 +100,32 @@ struct Isa {
     const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half: rows 0-3, 4-7
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
   }
+  // Integer dots (kernels_impl.h): vpmaddubsw (exact for codes below 128: a pair's sum stays
+  // within int16; larger codes split off their top bit) and vpmaddwd.
+  using VI = __m256i;
+  static VI ZeroI() { return _mm256_setzero_si256(); }
+  static VI LoadCodes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static void LoadNibbles(const uint8_t* p, VI* lo, VI* hi) {
+    const __m256i b = LoadCodes(p), m = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_and_si256(b, m);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+  }
+  static VI Set4(const int8_t* x) {
+    int32_t w;
+    std::memcpy(&w, x, 4);
+    return _mm256_set1_epi32(w);
+  }
+  template <bool kSmall>
+  static VI Dot4(VI acc, VI w, VI x) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if constexpr (kSmall) return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
+    const __m256i low = _mm256_and_si256(w, _mm256_set1_epi8(0x7F));
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(w, 7), _mm256_set1_epi8(1));
+    const __m256i sl = _mm256_madd_epi16(_mm256_maddubs_epi16(low, x), ones);
+    const __m256i st = _mm256_madd_epi16(_mm256_maddubs_epi16(top, x), ones);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(sl, _mm256_slli_epi32(st, 7)));
+  }
+  static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as
   // vdpbf16ps does.
   using VP = __m256i;

@@ -81,6 +81,36 @@ struct Isa {
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_permutexvar_ps(order, x);
   }
+  // Integer dots (kernels_impl.h): vpdpbusd where the file is compiled for AVX512-VNNI, else
+  // vpmaddubsw (exact for codes below 128: a pair's sum stays within int16) and vpmaddwd.
+  using VI = __m512i;
+  static VI ZeroI() { return _mm512_setzero_si512(); }
+  static VI LoadCodes(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static void LoadNibbles(const uint8_t* p, VI* lo, VI* hi) {
+    const __m512i b = _mm512_loadu_si512(p), m = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(b, m);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), m);
+  }
+  static VI Set4(const int8_t* x) {
+    int32_t w;
+    std::memcpy(&w, x, 4);
+    return _mm512_set1_epi32(w);
+  }
+  template <bool kSmall>
+  static VI Dot4(VI acc, VI w, VI x) {
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(acc, w, x);
+#else
+    const __m512i ones = _mm512_set1_epi16(1);
+    if constexpr (kSmall) return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), ones));
+    const __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x7F));
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi16(w, 7), _mm512_set1_epi8(1));
+    const __m512i sl = _mm512_madd_epi16(_mm512_maddubs_epi16(low, x), ones);
+    const __m512i st = _mm512_madd_epi16(_mm512_maddubs_epi16(top, x), ones);
+    return _mm512_add_epi32(acc, _mm512_add_epi32(sl, _mm512_slli_epi32(st, 7)));
+#endif
+  }
+  static V ToFloat(VI v) { return _mm512_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h): vdpbf16ps where the file is compiled for it, else two FMAs
   // (each product is exact, so they round as the instruction does).
   using VP = __m512i;

@@ -1,7 +1,8 @@
-// AVX-512 with AVX512-BF16: the AVX-512 table with its BF16 pair products on vdpbf16ps. This
-// file is compiled with the AVX-512 flags plus -mavx512bf16 (engine/backend/CMakeLists.txt)
-// and only called after a CPU feature check; the emulated products of the plain AVX-512 table
-// give the same bits (kernels_test compares them).
+// AVX-512 with AVX512-BF16 and AVX512-VNNI: the AVX-512 table with its BF16 pair products on
+// vdpbf16ps and its integer dots on vpdpbusd. This file is compiled with the AVX-512 flags
+// plus -mavx512bf16 -mavx512vnni (engine/backend/CMakeLists.txt) and only called after a CPU
+// feature check; the emulated products of the plain AVX-512 table give the same bits
+// (kernels_test compares them).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -56,12 +57,7 @@ double Bf16DotSpeedup() {
 }
 
 const KernelTable& Avx512Bf16Kernels() {
-  static const KernelTable table = [] {
-    KernelTable t = Avx512Kernels();
-    t.isa = "avx512bf16";
-    t.matmul[kBf16PairKind] = &avx512bf16::MatMulPanels<avx512bf16::Bf16PairKernel>;
-    return t;
-  }();
+  static const KernelTable table = avx512bf16::MakeTable("avx512bf16");
   return table;
 }
 

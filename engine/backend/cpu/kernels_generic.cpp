@@ -64,6 +64,29 @@ struct Isa {
   static V Scale2(V y, V n) { return std::ldexp(y, static_cast<int>(n)); }
   static V ZeroWhereLess(V y, V x, float bound) { return x >= bound ? y : 0.0f; }
   static V ReduceRows(const V (&rows)[L]) { return rows[0]; }
+  // Integer dots: a row's 4 codes (or 4 activations) in one 32-bit word, byte j column j.
+  using VI = int32_t;
+  static VI ZeroI() { return 0; }
+  static VI LoadCodes(const uint8_t* p) {
+    VI w;
+    std::memcpy(&w, p, 4);
+    return w;
+  }
+  static void LoadNibbles(const uint8_t* p, VI* lo, VI* hi) {
+    const uint32_t w = static_cast<uint32_t>(LoadCodes(p));
+    *lo = static_cast<VI>(w & 0x0F0F0F0Fu);
+    *hi = static_cast<VI>((w >> 4) & 0x0F0F0F0Fu);
+  }
+  static VI Set4(const int8_t* x) { return LoadCodes(reinterpret_cast<const uint8_t*>(x)); }
+  template <bool kSmall>
+  static VI Dot4(VI acc, VI w, VI x) {
+    for (int j = 0; j < 4; ++j) {
+      acc += static_cast<int32_t>((static_cast<uint32_t>(w) >> (8 * j)) & 0xFF) *
+             static_cast<int8_t>(static_cast<uint32_t>(x) >> (8 * j));
+    }
+    return acc;
+  }
+  static V ToFloat(VI v) { return static_cast<float>(v); }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
   using VP = uint32_t;
   static VP LoadPairs(const uint16_t* p) {

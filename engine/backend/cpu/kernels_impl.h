@@ -17,6 +17,11 @@
 //   V Scale2(V y, V n);             // y * 2^n for integer-valued n in [-126, 127]
 //   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
+//   using VI;                     // L int32 lanes; as codes, L rows x 4 bytes
+//   VI ZeroI(); VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
+//   VI Set4(const int8_t* x);     // x[0..4) in every lane
+//   VI Dot4<kSmall>(VI acc, VI w, VI x);  // per lane: acc += sum_j u8 w_j * s8 x_j (kSmall: w < 128)
+//   V ToFloat(VI);
 //
 // Tails shorter than L use the partial loads, so every function handles any length (head
 // dims below L, e.g. 8, are common in small models).
@@ -357,6 +362,75 @@ struct OffsetKernel : QuantKernel<B> {
   static void Prepare(const MatMulArgs& a) { PrepareGroupSums(a, B::kCols); }
 };
 
+// Integer-dot panels (kernels.h), G columns per group, 4-bit or byte codes (kSmall: all below
+// 128). Per group: isum = sum_k u[k] * xq[k] exactly in int32, then
+// acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]), d the scale of the
+// activations' block that holds the group.
+template <int G, bool kNibbles, bool kSmall>
+struct DotKernel : IsaTiles {
+  using VI = typename Isa::VI;
+  static constexpr size_t kHeader = 8 * kPanelRows;
+  static constexpr size_t kBytes = kHeader + (kNibbles ? G / 2 : G) * kPanelRows;
+  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of codes
+
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
+    const QuantizedActivations& xq = *a.xq;
+    const int64_t groups = a.w->cols() / G;
+    const uint8_t* panels[RP];
+    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+    V acc[RT][RP][kVecs];
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+    for (int64_t g = 0; g < groups; ++g) {
+      VI isum[RT][RP][kVecs];
+      for (int t = 0; t < RT; ++t)
+        for (int p = 0; p < RP; ++p)
+          for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
+      for (int c = 0; c < G / kChunkCols; ++c) {
+        VI w[RP][kVecs][kNibbles ? 2 : 1];
+        for (int p = 0; p < RP; ++p) {
+          const uint8_t* codes = panels[p] + g * kBytes + kHeader + c * 4 * kPanelRows;
+          for (int v = 0; v < kVecs; ++v) {
+            if constexpr (kNibbles) {
+              Isa::LoadNibbles(codes + v * L * 4, &w[p][v][0], &w[p][v][1]);
+            } else {
+              w[p][v][0] = Isa::LoadCodes(codes + v * L * 4);
+            }
+          }
+        }
+        for (int t = 0; t < RT; ++t) {
+          const int8_t* x = xq.q(t0 + t) + g * G + c * kChunkCols;
+          for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
+            const VI xb = Isa::Set4(x + 4 * h);
+            for (int p = 0; p < RP; ++p)
+              for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles || kSmall>(isum[t][p][v], w[p][v][h], xb);
+          }
+        }
+      }
+      V dx[RT], dsum[RT];
+      for (int t = 0; t < RT; ++t) {
+        const float d = xq.d(t0 + t)[g * G / xq.block()];
+        const int32_t* sums = xq.sums(t0 + t) + g * G / 16;
+        dx[t] = Isa::Set1(d);
+        dsum[t] = Isa::Set1(d * static_cast<float>(G == 32 ? sums[0] + sums[1] : sums[0]));
+      }
+      for (int p = 0; p < RP; ++p) {
+        const float* header = reinterpret_cast<const float*>(panels[p] + g * kBytes);
+        for (int v = 0; v < kVecs; ++v) {
+          const V scale = Isa::Load(header + v * L), offset = Isa::Load(header + kPanelRows + v * L);
+          for (int t = 0; t < RT; ++t) {
+            acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
+            acc[t][p][v] = Isa::Fma(offset, dsum[t], acc[t][p][v]);
+          }
+        }
+      }
+    }
+    StoreTile<RT, RP>(a, t0, p0, acc);
+  }
+};
+
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
 // them, so a step reads its weights from memory once.
 // The last `rest` < kTokenTile tokens in one tile of that many.
@@ -410,6 +484,11 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
   t.matmul[8] = &MatMulPanels<OffsetKernel<Q5KBlock>>;
   t.matmul[kOffset16Kind] = &MatMulPanels<OffsetKernel<Offset16Block>>;
+  t.matmul[10] = &MatMulPanels<DotKernel<32, true, true>>;
+  t.matmul[11] = &MatMulPanels<DotKernel<32, false, true>>;
+  t.matmul[12] = &MatMulPanels<DotKernel<32, false, false>>;
+  t.matmul[13] = &MatMulPanels<DotKernel<16, true, true>>;
+  t.matmul[14] = &MatMulPanels<DotKernel<16, false, true>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -147,10 +147,12 @@ TEST_P(Bf16KernelsTest, IsIndependentOfBatchComposition) {
   }
 }
 
-TEST(Bf16KernelsTest, QuantizedMatricesKeepTheirF32Kernels) {
+TEST(Bf16KernelsTest, QuantizedMatricesTakeInt8Activations) {
   EncodedMatrix m = Encode(GgmlType::kQ8_0, Random(16 * 64, 7), 16, 64);
-  EXPECT_EQ(PackedMatrix(m.w, ComputeDtype::kBF16).kind(), WeightKind(GgmlType::kQ8_0));
+  EXPECT_EQ(PackedMatrix(m.w, ComputeDtype::kBF16).kind(), DotKind(GgmlType::kQ8_0));
+  EXPECT_TRUE(PackedMatrix(m.w, ComputeDtype::kBF16).takes_int8());
   EXPECT_FALSE(PackedMatrix(m.w, ComputeDtype::kBF16).takes_bf16());
+  EXPECT_EQ(PackedMatrix(m.w, ComputeDtype::kF32).kind(), WeightKind(GgmlType::kQ8_0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, Bf16KernelsTest, ::testing::ValuesIn(AvailableIsas()),

@@ -1,0 +1,190 @@
+// The integer-dot kernels (ComputeDtype kInt8): the activations' quantization, every table and
+// quantized type against a double product of the decoded weights with the quantized
+// activations, the bound the activations' rounding puts on the distance to the F32 product,
+// and results that do not depend on the batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/kernels.h"
+#include "tests/unit/backend/kernels_test_util.h"
+
+namespace kvserve::cpu {
+namespace {
+
+class Int8KernelsTest : public ::testing::TestWithParam<std::string> {};
+
+// Every quantized type the kernels read.
+std::vector<GgmlType> QuantizedTypes() {
+  std::vector<GgmlType> out;
+  for (GgmlType t : kAllWeightTypes) {
+    if (DotKind(t) >= 0) out.push_back(t);
+  }
+  return out;
+}
+
+class QuantizedActivationsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(QuantizedActivationsTest, RoundsEachBlockToItsScale) {
+  const int block = GetParam();
+  const int64_t cols = 3 * block;
+  std::vector<float> x = Random(2 * cols, 3);
+  for (int j = block; j < 2 * block; ++j) x[j] = 0.0f;                // token 0, block 1: all zero
+  x[cols + 2 * block + 6] = std::numeric_limits<float>::quiet_NaN();  // token 1, block 2: a NaN
+  x[cols + 5] = 1e-42f;                                               // a subnormal beside normal values
+  QuantizedActivations xq;
+  xq.Quantize(x.data(), cols, 2, cols, block);
+  ASSERT_EQ(xq.block(), block);
+  for (int t = 0; t < 2; ++t) {
+    for (int b = 0; b < 3; ++b) {
+      const float d = xq.d(t)[b];
+      std::vector<int32_t> sums(block / 16);
+      int at = 0;  // the block's value of largest magnitude
+      for (int j = 0; j < block; ++j) {
+        const int k = block * b + j;
+        const int q = xq.q(t)[k];
+        sums[j / 16] += q;
+        if (std::fabs(x[t * cols + k]) > std::fabs(x[t * cols + block * b + at])) at = j;
+        ASSERT_LE(std::abs(q), 127);
+        if (t == 1 && b == 2) {
+          ASSERT_EQ(q, 0);
+        } else {
+          ASSERT_LE(std::fabs(q * d - x[t * cols + k]), 0.5001f * std::fabs(d)) << t << " " << k;
+        }
+      }
+      for (int s = 0; s < block / 16; ++s) EXPECT_EQ(xq.sums(t)[block / 16 * b + s], sums[s]);
+      if (t == 0 && b == 1) {
+        EXPECT_EQ(d, 0.0f);
+      } else if (t == 1 && b == 2) {
+        EXPECT_TRUE(std::isnan(d));
+      } else {
+        // The largest magnitude maps to +-127 exactly: 127 for block 32 (Q8_0), -127 for 256 (Q8_K).
+        const int q = xq.q(t)[block * b + at];
+        EXPECT_EQ(block == 32 ? q * (x[t * cols + block * b + at] > 0 ? 1 : -1) : q, block == 32 ? 127 : -127);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, QuantizedActivationsTest, ::testing::Values(32, 256));
+
+TEST_P(Int8KernelsTest, MatMulMatchesTheDecodedWeightsTimesQuantizedActivations) {
+  const KernelTable* table = KernelsFor(GetParam());
+  ASSERT_NE(table, nullptr);
+  for (int64_t cols : {32, 64, 96, 256, 512}) {
+    for (GgmlType type : QuantizedTypes()) {
+      if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values != 0) continue;
+      const int64_t rows = cols == 512 ? 77 : 13;
+      EncodedMatrix m = Encode(type, Random(rows * cols, 1), rows, cols);
+      const PackedMatrix packed(m.w, ComputeDtype::kInt8);
+      ASSERT_TRUE(packed.takes_int8());
+      for (int tokens : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<float> x = Random(static_cast<size_t>(tokens) * cols, 2);
+        QuantizedActivations xq;
+        xq.Quantize(x.data(), cols, tokens, cols, packed.activation_block());
+        std::vector<float> xd(x.size());  // the activations as the kernels see them
+        for (int t = 0; t < tokens; ++t) {
+          for (int64_t k = 0; k < cols; ++k) xd[t * cols + k] = xq.q(t)[k] * xq.d(t)[k / xq.block()];
+        }
+        std::vector<float> y(static_cast<size_t>(tokens) * rows, -1.0f);
+        MatMulArgs a{&packed, x.data(), cols, tokens, y.data(), rows};
+        a.xq = &xq;
+        table->matmul[packed.kind()](a, 0, packed.num_panels());
+        const std::vector<double> exact = ReferenceMatMul(m.w, xd, tokens);
+        const std::vector<double> f32 = ReferenceMatMul(m.w, x, tokens);
+        std::vector<float> row(cols);
+        for (int t = 0; t < tokens; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            DequantizeRow(type, m.w.row(r), row.data(), cols);
+            double abs_terms = 0, rounding = 0;
+            for (int64_t k = 0; k < cols; ++k) {
+              abs_terms += std::fabs(row[k] * xd[t * cols + k]);
+              rounding += std::fabs(row[k]) * 0.5 * std::fabs(xq.d(t)[k / xq.block()]);
+            }
+            const size_t i = t * rows + r;
+            // F32 scaling per group: a few roundings of terms up to sum |w x| (the offsets fold
+            // a zero point in with one more rounding of each value).
+            ASSERT_NEAR(y[i], exact[i], 1e-5 * abs_terms + 1e-6)
+                << GetParam() << " " << GgmlTypeName(type) << " cols " << cols << " tokens " << tokens;
+            // The activations' rounding moves each term by at most |w| d / 2.
+            ASSERT_LE(std::fabs(y[i] - f32[i]), rounding * 1.0001 + 1e-5 * abs_terms + 1e-6)
+                << GetParam() << " " << GgmlTypeName(type);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Int8KernelsTest, ATokensResultDoesNotDependOnItsBatch) {
+  const KernelTable* table = KernelsFor(GetParam());
+  const int64_t rows = 40, cols = 256;
+  for (GgmlType type : QuantizedTypes()) {
+    EncodedMatrix m = Encode(type, Random(rows * cols, 5), rows, cols);
+    const PackedMatrix packed(m.w, ComputeDtype::kInt8);
+    const int tokens = 7;
+    const std::vector<float> x = Random(tokens * cols, 6);
+    auto run = [&](int t0, int n) {
+      QuantizedActivations xq;
+      xq.Quantize(x.data() + t0 * cols, cols, n, cols, packed.activation_block());
+      std::vector<float> y(static_cast<size_t>(n) * rows);
+      MatMulArgs a{&packed, x.data() + t0 * cols, cols, n, y.data(), rows};
+      a.xq = &xq;
+      table->matmul[packed.kind()](a, 0, packed.num_panels());
+      return y;
+    };
+    const std::vector<float> all = run(0, tokens);
+    for (int t = 0; t < tokens; ++t) {
+      const std::vector<float> one = run(t, 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(BitsFromF32(one[r]), BitsFromF32(all[t * rows + r])) << GgmlTypeName(type) << " token " << t;
+      }
+    }
+  }
+}
+
+TEST(Int8KernelsTest, VnniAndEmulatedTablesGiveTheSameBits) {
+  // vpdpbusd and the vpmaddubsw emulation sum the same integers; the float steps are the same.
+  const KernelTable* vnni = KernelsFor("avx512bf16");
+  const KernelTable* plain = KernelsFor("avx512");
+  if (vnni == nullptr || plain == nullptr) GTEST_SKIP() << "needs AVX-512 with VNNI";
+  const int64_t rows = 33, cols = 512;
+  for (GgmlType type : QuantizedTypes()) {
+    EncodedMatrix m = Encode(type, Random(rows * cols, 8), rows, cols);
+    const PackedMatrix packed(m.w, ComputeDtype::kInt8);
+    const std::vector<float> x = Random(5 * cols, 9);
+    QuantizedActivations xq;
+    xq.Quantize(x.data(), cols, 5, cols, packed.activation_block());
+    std::vector<float> y1(5 * rows), y2(5 * rows);
+    MatMulArgs a{&packed, x.data(), cols, 5, y1.data(), rows};
+    a.xq = &xq;
+    vnni->matmul[packed.kind()](a, 0, packed.num_panels());
+    a.y = y2.data();
+    plain->matmul[packed.kind()](a, 0, packed.num_panels());
+    for (size_t i = 0; i < y1.size(); ++i) ASSERT_EQ(BitsFromF32(y1[i]), BitsFromF32(y2[i])) << GgmlTypeName(type);
+  }
+}
+
+TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
+  const int64_t rows = 64, cols = 1024;
+  const struct {
+    GgmlType type;
+    double bytes_per_weight;
+  } kCases[] = {{GgmlType::kQ4_0, 0.75}, {GgmlType::kQ4_K, 0.75}, {GgmlType::kQ8_0, 1.25},
+                {GgmlType::kQ5_K, 1.25}, {GgmlType::kQ6_K, 1.5},  {GgmlType::kQ2_K, 1.0}};
+  for (const auto& c : kCases) {
+    EncodedMatrix m = Encode(c.type, Random(rows * cols, 4), rows, cols);
+    EXPECT_DOUBLE_EQ(static_cast<double>(PackedMatrix(m.w, ComputeDtype::kInt8).nbytes()) / (rows * cols),
+                     c.bytes_per_weight)
+        << GgmlTypeName(c.type);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, Int8KernelsTest, ::testing::ValuesIn(AvailableIsas()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace kvserve::cpu
