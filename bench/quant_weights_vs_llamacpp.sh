@@ -2,11 +2,12 @@
 # Quantized weights read as stored, side by side with llama.cpp in one run, written to
 # bench/results/quant_weights.md. synthetic:150m is written as an F16 GGUF by `kvserve mkmodel`
 # and as Q4_0 (mkmodel: the very weights synthetic:150m:q4_0 builds in memory); llama-quantize
-# makes Q4_K_M (Q4_K with Q6_K for some tensors, which kvserve still converts to F16) and a
-# pure Q4_K from the F16 file. For each file: llama-bench (pp64, tg128, 2 threads, 3 repeats)
+# makes Q4_K_M and Q5_K_M (Q4_K/Q5_K with Q6_K for some tensors, its mixes) and a pure Q4_K
+# from the F16 file. For each file: llama-bench (pp64, tg128, 2 threads, 3 repeats)
 # and `kvserve generate` (a 42-token prompt, then 128 tokens, 2 threads, median of 3), with the
-# weights as stored (--weight-dtype auto) and converted to F16 at load (--weight-dtype f16,
-# what kvserve did before it read these types as stored). TYPES picks the files: any other
+# weights as stored in the default compute mode (int8 activations: integer dot products), as
+# stored with --compute-dtype f32 (every weight widened to F32), and converted to F16 at load
+# (--weight-dtype f16, what kvserve did before it read these types as stored). TYPES picks the files: any other
 # llama-quantize type name (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, ...) is made with
 # --pure, every matrix in that type.
 #
@@ -26,7 +27,7 @@ TYPES=${TYPES:-Q4_0 Q4_K Q4_K_M F16}
 for name in $TYPES; do
   case $name in
     F16 | Q4_0) ;;
-    Q4_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/Q4_K_M.gguf" Q4_K_M >/dev/null 2>&1 ;;
+    Q4_K_M | Q5_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
     Q4_K) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/Q4_K.gguf" Q4_K_M >/dev/null 2>&1 ;;
     *) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
   esac
@@ -35,9 +36,9 @@ PROMPT="Once upon a time there was a little girl named Lily who loved to play ou
 
 # Median of 3 `kvserve generate` runs: "prefill tok/s | decode tok/s".
 kvserve_row() {
-  local file=$1 weights=$2 runs=()
+  local file=$1 weights=$2 compute=$3 runs=()
   for _ in 1 2 3; do
-    runs+=("$("$BUILD/kvserve" generate --model "$file" -p "$PROMPT" -n 128 --ignore-eos -t 2 --weight-dtype "$weights" 2>&1 |
+    runs+=("$("$BUILD/kvserve" generate --model "$file" -p "$PROMPT" -n 128 --ignore-eos -t 2 --weight-dtype "$weights" --compute-dtype "$compute" 2>&1 |
               sed -n 's/.*prompt: [0-9]* tokens in [0-9.]* ms (\([0-9.]*\) tokens\/s); generation: [0-9]* tokens in [0-9.]* ms (\([0-9.]*\) tokens\/s).*/\2 \1/p')")
   done
   printf '%s\n' "${runs[@]}" | sort -n | sed -n 2p | awk '{printf "%.0f / %.1f", $2, $1}'
@@ -51,18 +52,19 @@ kvserve_row() {
   echo "kvserve: \`kvserve generate\` end to end (tokenizer, engine, sampling), a 42-token prompt then 128"
   echo "tokens; llama.cpp: llama-bench pp64 / tg128."
   echo
-  echo "| file | MiB | llama.cpp pp64 | llama.cpp tg128 | kvserve as stored: prefill / decode tok/s | kvserve converted to F16: prefill / decode tok/s | decode: kvserve as stored / llama.cpp |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| file | MiB | llama.cpp pp64 | llama.cpp tg128 | kvserve as stored, int8 activations: prefill / decode tok/s | as stored, f32 compute | converted to F16 | decode: kvserve int8 / llama.cpp |"
+  echo "|---|---|---|---|---|---|---|---|"
   for name in $TYPES; do
     file=$W/$name.gguf
     bench=$("$LLAMA/llama-bench" -m "$file" -p 64 -n 128 -t 2 -r 3 -o csv 2>/dev/null)
     pp=$(echo "$bench" | awk -F, '/"64","0"/ {gsub(/"/, "", $0); print $0}' | awk -F, '{print $(NF-1)}' | head -1)
     tg=$(echo "$bench" | awk -F, '/"0","128"/ {gsub(/"/, "", $0); print $0}' | awk -F, '{print $(NF-1)}' | head -1)
-    stored=$(kvserve_row "$file" auto)
-    converted=$([[ $name == F16 ]] && echo "(same)" || kvserve_row "$file" f16)
+    stored=$(kvserve_row "$file" auto int8)
+    f32=$([[ $name == F16 ]] && echo "(same)" || kvserve_row "$file" auto f32)
+    converted=$([[ $name == F16 ]] && echo "(same)" || kvserve_row "$file" f16 f32)
     ratio=$(awk -v a="${stored##*/ }" -v b="$tg" 'BEGIN {printf "%.2fx", a / b}')
     mib=$(awk -v b="$(stat -c %s "$file")" 'BEGIN {printf "%.1f", b / 1048576}')
-    printf '| %s | %s | %.0f | %.1f | %s | %s | %s |\n' "$name" "$mib" "$pp" "$tg" "$stored" "$converted" "$ratio"
+    printf '| %s | %s | %.0f | %.1f | %s | %s | %s | %s |\n' "$name" "$mib" "$pp" "$tg" "$stored" "$f32" "$converted" "$ratio"
   done
 } >"$OUT"
 echo "wrote $OUT"

@@ -38,7 +38,7 @@ struct GenerateOptions {
   int threads = 0;
   std::string kv_dtype = "f16";
   std::string weight_dtype = "auto";
-  std::string compute_dtype = "f32";
+  std::string compute_dtype = "int8";
   int block_size = 0;  // 0: DefaultBlockSize
   uint64_t kv_cache_memory = 0;
   bool json = false;

@@ -114,7 +114,7 @@ void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype) {
                   "times activations quantized to int8 per 32 values, integer dot products as llama.cpp; F32/F16/BF16 "
                   "weights as f32), bf16 (F32/F16/BF16 weights and activations rounded to BF16, F32 sums; quantized "
                   "weights as int8) or auto (bf16 where this CPU's BF16 dot products measure faster, else int8). "
-                  "Every mode gives a request the same results whatever its batch")
+                  "Every mode gives a request the same results whatever its batch. --device cuda: f32")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
 }
 

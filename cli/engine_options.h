@@ -38,7 +38,7 @@ struct ModelLoadOptions;
 // many-stream throughput: the quantized kernels unpack in float, which prefill pays for).
 ModelLoadOptions WeightLoadOptions(const std::string& weight_dtype);
 void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);
-// --compute-dtype f32|bf16|auto (engine/backend/compute_dtype.h, ResolveComputeDtype).
+// --compute-dtype f32|bf16|int8|auto (engine/backend/compute_dtype.h, ResolveComputeDtype).
 void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype);
 // --kv-dtype with the KV element types.
 void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype);
@@ -50,7 +50,7 @@ struct EngineFlags {
   int threads = 0;                    // 0: all cores
   std::string kv_dtype = "f16";
   std::string weight_dtype = "auto";  // auto: as the file stores them (see WeightLoadOptions)
-  std::string compute_dtype = "f32";  // f32 | bf16 | auto
+  std::string compute_dtype = "int8";  // f32 | bf16 | int8 | auto
   std::string kv_keep;                // layered precision: "layers=0,1" or "heads=0:2,5:1"
   std::string kv_keep_dtype = "f16";
   int block_size = 0;                 // 0: DefaultBlockSize (16; 32 with int4c)

@@ -40,9 +40,10 @@ StatusOr<std::string> ResolveDevice(std::string_view requested, const ModelConfi
 
 StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device) {
   if (device != "cpu") {
-    if (requested == "auto" || requested == "f32") return ComputeDtype::kF32;
+    // int8 is the CLI's default: the CUDA backend's products are its own (F32 accumulation).
+    if (requested == "auto" || requested == "f32" || requested == "int8") return ComputeDtype::kF32;
     return InvalidArgumentError("--compute-dtype " + std::string(requested) +
-                                ": only the CPU backend has BF16 and int8 compute modes; use f32 or auto with --device " +
+                                ": only the CPU backend has a BF16 compute mode; use f32 or auto with --device " +
                                 std::string(device));
   }
   if (requested == "auto") return cpu::AutoComputeDtype();

@@ -44,7 +44,8 @@ struct BackendConfig {
 
 // --compute-dtype: "f32", "bf16", "int8", or "auto" (bf16 where this CPU's native BF16
 // products measure faster than F32 multiply-adds, else int8: see cpu::AutoComputeDtype);
-// INVALID_ARGUMENT for other text and for bf16/int8 on a device that is not "cpu".
+// INVALID_ARGUMENT for other text and for bf16 on a device that is not "cpu" (auto, f32 and
+// int8, the CLI's default, give kF32 there).
 [[nodiscard]] StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device);
 
 // REQUIRES: `model` outlives the backend.

@@ -39,22 +39,26 @@ namespace kvserve::cpu {
 // Integer-dot panels (ComputeDtype kInt8 and kBF16, for every quantized type) multiply int8
 // activations (QuantizedActivations) with the weights' integer codes: value = scale * u +
 // offset with u an unsigned code, per group of G = 16 (Q6_K, Q2_K, Q3_K) or 32 columns (the
-// rest). Per group the 16 rows' f32 scales, their f32 offsets, then the codes, 4 consecutive
-// columns of a row in 4 bytes (as `vpdpbusd` reads them): byte codes [G / 4][16][4]; 4-bit
-// codes (Q4_0, Q4_1, Q4_K, Q2_K, Q3_K) [G / 8][16][4] bytes whose low nibbles are columns
-// 8c..8c+3 and high nibbles 8c+4..8c+7. Bytes per weight: 0.75 for the 4-bit types, 1.25 for
-// the others with 32 columns per group, 1.5 for Q6_K and 1.0 for Q2_K/Q3_K.
+// rest); the types with offsets of their own (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) store them, the
+// others have offset = -zero * scale with their kind's zero point (below). Per group the 16
+// rows' f32 scales, their f32 offsets if stored, then the codes, 4 consecutive columns of a
+// row in 4 bytes (as `vpdpbusd` reads them): byte codes [G / 4][16][4]; 4-bit codes (Q4_0,
+// Q4_1, Q4_K, Q2_K, Q3_K) [G / 8][16][4] bytes whose low nibbles are columns 8c..8c+3 and high
+// nibbles 8c+4..8c+7. Bytes per weight: Q4_0 0.625, Q4_1/Q4_K 0.75, Q2_K/Q3_K 1.0 and 0.75,
+// Q8_0/Q5_0/IQ4 1.125, Q5_1/Q5_K 1.25, Q6_K 1.25.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
-// pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels: 10 4-bit
-// codes per 32, 11 codes below 128 per 32 (Q5_0, Q5_1, Q5_K), 12 byte codes per 32 (Q8_0,
-// IQ4_NL, IQ4_XS), 13 4-bit codes per 16 (Q2_K, Q3_K), 14 codes below 128 per 16 (Q6_K).
+// pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels (zero
+// points in brackets): 10 4-bit codes per 32 with offsets (Q4_1, Q4_K), 11 codes below 128 per
+// 32 with offsets (Q5_1, Q5_K), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit
+// codes per 16 with offsets (Q2_K), 14 codes below 128 per 16 [32] (Q6_K), 15 4-bit codes per
+// 32 [8] (Q4_0), 16 codes below 128 per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
 inline constexpr int kFirstDotKind = 10;
-inline constexpr int kNumMatMulKinds = 15;
+inline constexpr int kNumMatMulKinds = 18;
 
 // Activations quantized for the integer-dot panels, per token and block of 32 or 256 columns
 // as llama.cpp quantizes them for the same weights (Q8_0 for 32-value types, Q8_K for the

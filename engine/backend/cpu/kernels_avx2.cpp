@@ -104,6 +104,8 @@ struct Isa {
   // within int16; larger codes split off their top bit) and vpmaddwd.
   using VI = __m256i;
   static VI ZeroI() { return _mm256_setzero_si256(); }
+  static VI SetI(int32_t v) { return _mm256_set1_epi32(v); }
+  static VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static void LoadNibbles(const uint8_t* p, VI* lo, VI* hi) {
     const __m256i b = LoadCodes(p), m = _mm256_set1_epi8(0x0F);

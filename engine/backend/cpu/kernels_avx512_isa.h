@@ -85,6 +85,8 @@ struct Isa {
   // vpmaddubsw (exact for codes below 128: a pair's sum stays within int16) and vpmaddwd.
   using VI = __m512i;
   static VI ZeroI() { return _mm512_setzero_si512(); }
+  static VI SetI(int32_t v) { return _mm512_set1_epi32(v); }
+  static VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static void LoadNibbles(const uint8_t* p, VI* lo, VI* hi) {
     const __m512i b = _mm512_loadu_si512(p), m = _mm512_set1_epi8(0x0F);

@@ -19,20 +19,28 @@ namespace {
 struct DotLayout {
   int group;     // columns per scale
   bool nibbles;  // 4-bit codes
+  bool offsets;  // f32 offsets after the scales (else the kind's zero point)
 };
 DotLayout DotLayoutOf(int kind) {
   switch (kind) {
-    case 10: return {32, true};
-    case 11:
-    case 12: return {32, false};
-    case 13: return {16, true};
-    default: return {16, false};
+    case 10: return {32, true, true};
+    case 11: return {32, false, true};
+    case 12: return {32, false, false};
+    case 13: return {16, true, true};
+    case 14: return {16, false, false};
+    case 15: return {32, true, false};
+    case 16: return {32, false, false};
+    default: return {16, true, false};
   }
+}
+size_t DotGroupBytes(const DotLayout& l) {
+  return static_cast<size_t>(l.offsets ? 8 : 4) * kPanelRows + static_cast<size_t>(l.nibbles ? l.group / 2 : l.group) * kPanelRows;
 }
 
 // A row as value k = scale[k / G] * u[k] + offset[k / G] with unsigned codes u (G from the
-// type's kind). The scales are ggml's decoder's (d * sub-block scale); an offset folds the
-// type's zero point in (offset - zero * scale), one f32 rounding from the decoder's value.
+// type's kind). The scales are ggml's decoder's (d * sub-block scale). The types without
+// offsets of their own (Q8_0, Q4_0, Q5_0, Q6_K, Q3_K, IQ4) have offset = -zero * scale with
+// their kind's zero point (kernels.h), which their panels do not store.
 void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* scale, float* offset) {
   switch (type) {
     case GgmlType::kQ8_0: {
@@ -123,32 +131,30 @@ void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* s
 
 int DotKind(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ4_K: return 10;
-    case GgmlType::kQ5_0:
     case GgmlType::kQ5_1:
     case GgmlType::kQ5_K: return 11;
     case GgmlType::kQ8_0:
     case GgmlType::kIQ4_NL:
     case GgmlType::kIQ4_XS: return 12;
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K: return 13;
+    case GgmlType::kQ2_K: return 13;
     case GgmlType::kQ6_K: return 14;
+    case GgmlType::kQ4_0: return 15;
+    case GgmlType::kQ5_0: return 16;
+    case GgmlType::kQ3_K: return 17;
     default: return -1;
   }
 }
 
 size_t DotPanelBytes(int kind, int64_t cols) {
   const DotLayout l = DotLayoutOf(kind);
-  const size_t group_bytes = 8 * kPanelRows + static_cast<size_t>(l.nibbles ? l.group / 2 : l.group) * kPanelRows;
-  return (static_cast<size_t>(cols / l.group) * group_bytes + 63) / 64 * 64;
+  return (static_cast<size_t>(cols / l.group) * DotGroupBytes(l) + 63) / 64 * 64;
 }
 
 void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes) {
   const DotLayout l = DotLayoutOf(kind);
-  const size_t code_bytes = static_cast<size_t>(l.nibbles ? l.group / 2 : l.group) * kPanelRows;
-  const size_t group_bytes = 8 * kPanelRows + code_bytes;
+  const size_t header = static_cast<size_t>(l.offsets ? 8 : 4) * kPanelRows;
   std::vector<uint8_t> u(static_cast<size_t>(w.cols));
   std::vector<float> scale(static_cast<size_t>(w.cols / l.group)), offset(scale.size());
   for (int64_t r = 0; r < w.rows; ++r) {
@@ -156,10 +162,10 @@ void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_by
     const int lane = static_cast<int>(r % kPanelRows);
     DotCodes(w.type, w.row(r), w.cols, u.data(), scale.data(), offset.data());
     for (int64_t g = 0; g < w.cols / l.group; ++g) {
-      uint8_t* dst = panel + static_cast<size_t>(g) * group_bytes;
+      uint8_t* dst = panel + static_cast<size_t>(g) * DotGroupBytes(l);
       std::memcpy(dst + lane * 4, &scale[g], 4);
-      std::memcpy(dst + (kPanelRows + lane) * 4, &offset[g], 4);
-      uint8_t* codes = dst + 8 * kPanelRows;
+      if (l.offsets) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[g], 4);
+      uint8_t* codes = dst + header;
       const uint8_t* src = u.data() + g * l.group;
       for (int k = 0; k < l.group; ++k) {
         if (l.nibbles) {

@@ -67,6 +67,8 @@ struct Isa {
   // Integer dots: a row's 4 codes (or 4 activations) in one 32-bit word, byte j column j.
   using VI = int32_t;
   static VI ZeroI() { return 0; }
+  static VI SetI(int32_t v) { return v; }
+  static VI SubI(VI a, VI b) { return a - b; }
   static VI LoadCodes(const uint8_t* p) {
     VI w;
     std::memcpy(&w, p, 4);

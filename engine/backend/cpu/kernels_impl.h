@@ -18,7 +18,8 @@
 //   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
 //   using VI;                     // L int32 lanes; as codes, L rows x 4 bytes
-//   VI ZeroI(); VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
+//   VI ZeroI(); VI SetI(int32_t); VI SubI(VI, VI);
+//   VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
 //   VI Dot4<kSmall>(VI acc, VI w, VI x);  // per lane: acc += sum_j u8 w_j * s8 x_j (kSmall: w < 128)
 //   V ToFloat(VI);
@@ -363,13 +364,14 @@ struct OffsetKernel : QuantKernel<B> {
 };
 
 // Integer-dot panels (kernels.h), G columns per group, 4-bit or byte codes (kSmall: all below
-// 128). Per group: isum = sum_k u[k] * xq[k] exactly in int32, then
-// acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]), d the scale of the
-// activations' block that holds the group.
-template <int G, bool kNibbles, bool kSmall>
+// 128), kZero the zero point (-1: offsets stored). Per group: isum = sum_k u[k] * xq[k]
+// exactly in int32, then acc += float(isum - kZero * sum_k xq[k]) * (scale * d), or with
+// offsets acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]); d is the
+// scale of the activations' block that holds the group.
+template <int G, bool kNibbles, bool kSmall, int kZero>
 struct DotKernel : IsaTiles {
   using VI = typename Isa::VI;
-  static constexpr size_t kHeader = 8 * kPanelRows;
+  static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
   static constexpr size_t kBytes = kHeader + (kNibbles ? G / 2 : G) * kPanelRows;
   static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of codes
 
@@ -410,19 +412,30 @@ struct DotKernel : IsaTiles {
         }
       }
       V dx[RT], dsum[RT];
+      VI zsum[RT];
       for (int t = 0; t < RT; ++t) {
         const float d = xq.d(t0 + t)[g * G / xq.block()];
         const int32_t* sums = xq.sums(t0 + t) + g * G / 16;
+        const int32_t qsum = G == 32 ? sums[0] + sums[1] : sums[0];
         dx[t] = Isa::Set1(d);
-        dsum[t] = Isa::Set1(d * static_cast<float>(G == 32 ? sums[0] + sums[1] : sums[0]));
+        if constexpr (kZero < 0) {
+          dsum[t] = Isa::Set1(d * static_cast<float>(qsum));
+        } else {
+          zsum[t] = Isa::SetI(kZero * qsum);
+        }
       }
       for (int p = 0; p < RP; ++p) {
         const float* header = reinterpret_cast<const float*>(panels[p] + g * kBytes);
         for (int v = 0; v < kVecs; ++v) {
-          const V scale = Isa::Load(header + v * L), offset = Isa::Load(header + kPanelRows + v * L);
+          const V scale = Isa::Load(header + v * L);
           for (int t = 0; t < RT; ++t) {
-            acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
-            acc[t][p][v] = Isa::Fma(offset, dsum[t], acc[t][p][v]);
+            if constexpr (kZero < 0) {
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
+              acc[t][p][v] = Isa::Fma(Isa::Load(header + kPanelRows + v * L), dsum[t], acc[t][p][v]);
+            } else {
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(Isa::SubI(isum[t][p][v], zsum[t])), Isa::Mul(scale, dx[t]),
+                                      acc[t][p][v]);
+            }
           }
         }
       }
@@ -484,11 +497,14 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
   t.matmul[8] = &MatMulPanels<OffsetKernel<Q5KBlock>>;
   t.matmul[kOffset16Kind] = &MatMulPanels<OffsetKernel<Offset16Block>>;
-  t.matmul[10] = &MatMulPanels<DotKernel<32, true, true>>;
-  t.matmul[11] = &MatMulPanels<DotKernel<32, false, true>>;
-  t.matmul[12] = &MatMulPanels<DotKernel<32, false, false>>;
-  t.matmul[13] = &MatMulPanels<DotKernel<16, true, true>>;
-  t.matmul[14] = &MatMulPanels<DotKernel<16, false, true>>;
+  t.matmul[10] = &MatMulPanels<DotKernel<32, true, true, -1>>;
+  t.matmul[11] = &MatMulPanels<DotKernel<32, false, true, -1>>;
+  t.matmul[12] = &MatMulPanels<DotKernel<32, false, false, 128>>;
+  t.matmul[13] = &MatMulPanels<DotKernel<16, true, true, -1>>;
+  t.matmul[14] = &MatMulPanels<DotKernel<16, false, true, 32>>;
+  t.matmul[15] = &MatMulPanels<DotKernel<32, true, true, 8>>;
+  t.matmul[16] = &MatMulPanels<DotKernel<32, false, true, 16>>;
+  t.matmul[17] = &MatMulPanels<DotKernel<16, true, true, 4>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -1,6 +1,6 @@
 // Batch invariance: a sequence's logits (hence its tokens and log-probabilities) are the same
 // bits whether it runs alone or inside forward passes with 1, 6 or 15 other sequences (some
-// prefilling in chunks, some decoding), in both compute modes (compute_dtype.h), on two
+// prefilling in chunks, some decoding), in every compute mode (compute_dtype.h), on two
 // threads so the work is split differently every time.
 #include <gtest/gtest.h>
 
@@ -112,12 +112,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Param{"synthetic:tiny", ComputeDtype::kF32}, Param{"synthetic:tiny", ComputeDtype::kBF16},
                       Param{"synthetic:gemma2-tiny", ComputeDtype::kF32},
                       Param{"synthetic:gemma2-tiny", ComputeDtype::kBF16},
-                      Param{"synthetic:tiny", ComputeDtype::kF32, KvDtype::kInt4C}),
+                      Param{"synthetic:tiny", ComputeDtype::kF32, KvDtype::kInt4C},
+                      Param{"synthetic:tiny:q4_0", ComputeDtype::kInt8}, Param{"synthetic:tiny:q8_0", ComputeDtype::kInt8}),
     [](const auto& info) {
       std::string name = std::string(info.param.model).substr(10) + "_" +
                          std::string(ComputeDtypeName(info.param.compute));
       if (info.param.kv != KvDtype::kF32) name += "_kv_" + std::string(KvDtypeName(info.param.kv));
       std::replace(name.begin(), name.end(), '-', '_');
+      std::replace(name.begin(), name.end(), ':', '_');
       return name;
     });
 

@@ -173,8 +173,9 @@ TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
   const struct {
     GgmlType type;
     double bytes_per_weight;
-  } kCases[] = {{GgmlType::kQ4_0, 0.75}, {GgmlType::kQ4_K, 0.75}, {GgmlType::kQ8_0, 1.25},
-                {GgmlType::kQ5_K, 1.25}, {GgmlType::kQ6_K, 1.5},  {GgmlType::kQ2_K, 1.0}};
+  } kCases[] = {{GgmlType::kQ4_0, 0.625}, {GgmlType::kQ4_K, 0.75}, {GgmlType::kQ8_0, 1.125},
+                {GgmlType::kQ5_K, 1.25},  {GgmlType::kQ6_K, 1.25}, {GgmlType::kQ2_K, 1.0},
+                {GgmlType::kQ3_K, 0.75},  {GgmlType::kQ5_0, 1.125}};
   for (const auto& c : kCases) {
     EncodedMatrix m = Encode(c.type, Random(rows * cols, 4), rows, cols);
     EXPECT_DOUBLE_EQ(static_cast<double>(PackedMatrix(m.w, ComputeDtype::kInt8).nbytes()) / (rows * cols),

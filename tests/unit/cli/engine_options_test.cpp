@@ -155,7 +155,9 @@ namespace {
 TEST_F(EngineOptionsTest, ComputeDtypeIsResolvedForTheDevice) {
   EngineFlags f;
   f.device = "cpu";
-  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kF32);  // the default
+  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kInt8);  // the default
+  f.compute_dtype = "f32";
+  EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kF32);
   f.compute_dtype = "bf16";
   EXPECT_EQ(PlanEngine(f, *model_)->compute_dtype, ComputeDtype::kBF16);
   f.compute_dtype = "auto";
@@ -165,6 +167,7 @@ TEST_F(EngineOptionsTest, ComputeDtypeIsResolvedForTheDevice) {
     EXPECT_TRUE(cpu::CpuHasBf16Dot());
   }
   EXPECT_EQ(ResolveComputeDtype("auto", "cuda").value(), ComputeDtype::kF32);
+  EXPECT_EQ(ResolveComputeDtype("int8", "cuda").value(), ComputeDtype::kF32);  // the default there
   EXPECT_EQ(ResolveComputeDtype("bf16", "cuda").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveComputeDtype("fp8", "cpu").status().code(), StatusCode::kInvalidArgument);
 }
