@@ -42,19 +42,21 @@ namespace kvserve::cpu {
 // rest); the types with offsets of their own (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) store them, the
 // others have offset = -zero * scale with their kind's zero point (below). Per group the 16
 // rows' f32 scales, their f32 offsets if stored, then the codes, 4 consecutive columns of a
-// row in 4 bytes (as `vpdpbusd` reads them): byte codes [G / 4][16][4]; 4-bit codes (Q4_0,
-// Q4_1, Q4_K, Q2_K, Q3_K) [G / 8][16][4] bytes whose low nibbles are columns 8c..8c+3 and high
-// nibbles 8c+4..8c+7. Bytes per weight: Q4_0 0.625, Q4_1/Q4_K 0.75, Q2_K/Q3_K 1.0 and 0.75,
-// Q8_0/Q5_0/IQ4 1.125, Q5_1/Q5_K 1.25, Q6_K 1.25.
+// row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0, IQ4) [G / 4][16][4]; the
+// others per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
+// of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
+// 5-bit types, two for Q6_K) 8 bytes for the first half and 8 for the second, bit r * 4 + j
+// that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1/Q4_K 0.75, Q5_0
+// 0.75, Q5_1/Q5_K 0.875, Q8_0/IQ4_NL/IQ4_XS 1.125, Q6_K 1.0, Q2_K 1.0, Q3_K 0.75.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
 // pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels (zero
-// points in brackets): 10 4-bit codes per 32 with offsets (Q4_1, Q4_K), 11 codes below 128 per
-// 32 with offsets (Q5_1, Q5_K), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit
-// codes per 16 with offsets (Q2_K), 14 codes below 128 per 16 [32] (Q6_K), 15 4-bit codes per
-// 32 [8] (Q4_0), 16 codes below 128 per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K).
+// points in brackets): 10 4-bit codes per 32 with offsets (Q4_1, Q4_K), 11 5-bit codes per 32
+// with offsets (Q5_1, Q5_K), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit codes
+// per 16 with offsets (Q2_K), 14 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32 [8]
+// (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
 inline constexpr int kFirstDotKind = 10;

@@ -104,6 +104,17 @@ struct Isa {
   // within int16; larger codes split off their top bit) and vpmaddwd.
   using VI = __m256i;
   static VI ZeroI() { return _mm256_setzero_si256(); }
+  // Byte i takes bit i of the 32-bit mask: each byte gets its mask byte, then its bit.
+  static void AddBits(const uint8_t* mask, int v, int bit, VI* w) {
+    int32_t m;
+    std::memcpy(&m, mask + v * 4, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(m), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                               3, 3, 3, 3, 3, 3, 3));
+    const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
+    *w = _mm256_add_epi8(*w, _mm256_and_si256(set, _mm256_set1_epi8(static_cast<char>(bit))));
+  }
   static VI SetI(int32_t v) { return _mm256_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

@@ -85,6 +85,11 @@ struct Isa {
   // vpmaddubsw (exact for codes below 128: a pair's sum stays within int16) and vpmaddwd.
   using VI = __m512i;
   static VI ZeroI() { return _mm512_setzero_si512(); }
+  static void AddBits(const uint8_t* mask, int v, int bit, VI* w) {
+    uint64_t m;
+    std::memcpy(&m, mask + v * 8, 8);
+    *w = _mm512_mask_add_epi8(*w, _cvtu64_mask64(m), *w, _mm512_set1_epi8(static_cast<char>(bit)));
+  }
   static VI SetI(int32_t v) { return _mm512_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm512_loadu_si512(p); }

@@ -18,23 +18,25 @@ namespace {
 
 struct DotLayout {
   int group;     // columns per scale
-  bool nibbles;  // 4-bit codes
+  int bits;      // 8: byte codes; 4-6: nibbles plus bits - 4 bit planes
   bool offsets;  // f32 offsets after the scales (else the kind's zero point)
+
+  int chunk_cols() const { return bits < 8 ? 8 : 4; }
+  size_t chunk_bytes() const { return 4 * kPanelRows + (bits < 8 ? 16 * (bits - 4) : 0); }
+  size_t header() const { return static_cast<size_t>(offsets ? 8 : 4) * kPanelRows; }
+  size_t group_bytes() const { return header() + static_cast<size_t>(group / chunk_cols()) * chunk_bytes(); }
 };
 DotLayout DotLayoutOf(int kind) {
   switch (kind) {
-    case 10: return {32, true, true};
-    case 11: return {32, false, true};
-    case 12: return {32, false, false};
-    case 13: return {16, true, true};
-    case 14: return {16, false, false};
-    case 15: return {32, true, false};
-    case 16: return {32, false, false};
-    default: return {16, true, false};
+    case 10: return {32, 4, true};
+    case 11: return {32, 5, true};
+    case 12: return {32, 8, false};
+    case 13: return {16, 4, true};
+    case 14: return {16, 6, false};
+    case 15: return {32, 4, false};
+    case 16: return {32, 5, false};
+    default: return {16, 4, false};
   }
-}
-size_t DotGroupBytes(const DotLayout& l) {
-  return static_cast<size_t>(l.offsets ? 8 : 4) * kPanelRows + static_cast<size_t>(l.nibbles ? l.group / 2 : l.group) * kPanelRows;
 }
 
 // A row as value k = scale[k / G] * u[k] + offset[k / G] with unsigned codes u (G from the
@@ -149,12 +151,11 @@ int DotKind(GgmlType type) {
 
 size_t DotPanelBytes(int kind, int64_t cols) {
   const DotLayout l = DotLayoutOf(kind);
-  return (static_cast<size_t>(cols / l.group) * DotGroupBytes(l) + 63) / 64 * 64;
+  return (static_cast<size_t>(cols / l.group) * l.group_bytes() + 63) / 64 * 64;
 }
 
 void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes) {
   const DotLayout l = DotLayoutOf(kind);
-  const size_t header = static_cast<size_t>(l.offsets ? 8 : 4) * kPanelRows;
   std::vector<uint8_t> u(static_cast<size_t>(w.cols));
   std::vector<float> scale(static_cast<size_t>(w.cols / l.group)), offset(scale.size());
   for (int64_t r = 0; r < w.rows; ++r) {
@@ -162,18 +163,24 @@ void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_by
     const int lane = static_cast<int>(r % kPanelRows);
     DotCodes(w.type, w.row(r), w.cols, u.data(), scale.data(), offset.data());
     for (int64_t g = 0; g < w.cols / l.group; ++g) {
-      uint8_t* dst = panel + static_cast<size_t>(g) * DotGroupBytes(l);
+      uint8_t* dst = panel + static_cast<size_t>(g) * l.group_bytes();
       std::memcpy(dst + lane * 4, &scale[g], 4);
       if (l.offsets) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[g], 4);
-      uint8_t* codes = dst + header;
       const uint8_t* src = u.data() + g * l.group;
       for (int k = 0; k < l.group; ++k) {
-        if (l.nibbles) {
-          // Chunk c = k / 8: byte lane * 4 + k % 4, low nibble for k % 8 < 4.
-          uint8_t& b = codes[(k / 8) * 4 * kPanelRows + lane * 4 + k % 4];
-          b = static_cast<uint8_t>(b | (k % 8 < 4 ? src[k] : src[k] << 4));
-        } else {
-          codes[(k / 4) * 4 * kPanelRows + lane * 4 + k % 4] = src[k];
+        // Byte lane * 4 + k % 4 of its chunk; nibble codes: the low nibble for columns k % 8 < 4,
+        // and bit 4 + b in plane b's 8 bytes for that half, bit lane * 4 + k % 4.
+        uint8_t* chunk = dst + l.header() + static_cast<size_t>(k / l.chunk_cols()) * l.chunk_bytes();
+        const int i = lane * 4 + k % 4;
+        if (l.bits == 8) {
+          chunk[i] = src[k];
+          continue;
+        }
+        const int h = k % 8 < 4 ? 0 : 1;
+        chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & 0xF) << (4 * h));
+        for (int b = 0; b < l.bits - 4; ++b) {
+          uint8_t* plane = chunk + 4 * kPanelRows + 16 * b + 8 * h;
+          plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (4 + b)) & 1) << (i % 8));
         }
       }
     }

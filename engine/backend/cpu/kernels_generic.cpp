@@ -67,6 +67,12 @@ struct Isa {
   // Integer dots: a row's 4 codes (or 4 activations) in one 32-bit word, byte j column j.
   using VI = int32_t;
   static VI ZeroI() { return 0; }
+  static void AddBits(const uint8_t* mask, int v, int bit, VI* w) {
+    const int bits = (mask[v / 2] >> (4 * (v % 2))) & 0xF;
+    uint32_t u = static_cast<uint32_t>(*w);
+    for (int j = 0; j < 4; ++j) u += ((bits >> j) & 1) ? static_cast<uint32_t>(bit) << (8 * j) : 0;
+    *w = static_cast<VI>(u);
+  }
   static VI SetI(int32_t v) { return v; }
   static VI SubI(VI a, VI b) { return a - b; }
   static VI LoadCodes(const uint8_t* p) {

@@ -21,6 +21,8 @@
 //   VI ZeroI(); VI SetI(int32_t); VI SubI(VI, VI);
 //   VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
+//   void AddBits(const uint8_t* mask, int v, int bit, VI* w);  // byte i of w += bit where bit
+//                                 // v * 4L + i of the little-endian mask is set
 //   VI Dot4<kSmall>(VI acc, VI w, VI x);  // per lane: acc += sum_j u8 w_j * s8 x_j (kSmall: w < 128)
 //   V ToFloat(VI);
 //
@@ -363,17 +365,20 @@ struct OffsetKernel : QuantKernel<B> {
   static void Prepare(const MatMulArgs& a) { PrepareGroupSums(a, B::kCols); }
 };
 
-// Integer-dot panels (kernels.h), G columns per group, 4-bit or byte codes (kSmall: all below
-// 128), kZero the zero point (-1: offsets stored). Per group: isum = sum_k u[k] * xq[k]
-// exactly in int32, then acc += float(isum - kZero * sum_k xq[k]) * (scale * d), or with
-// offsets acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]); d is the
-// scale of the activations' block that holds the group.
-template <int G, bool kNibbles, bool kSmall, int kZero>
+// Integer-dot panels (kernels.h), G columns per group, kBits-bit codes (8: bytes; 4-6: 4-bit
+// nibbles plus kBits - 4 bit planes), kZero the zero point (-1: offsets stored). Per group:
+// isum = sum_k u[k] * xq[k] exactly in int32, then acc += float(isum - kZero * sum_k xq[k]) *
+// (scale * d), or with offsets acc += float(isum) * (scale * d) and acc += offset *
+// (d * sum_k xq[k]); d is the scale of the activations' block that holds the group.
+template <int G, int kBits, int kZero>
 struct DotKernel : IsaTiles {
   using VI = typename Isa::VI;
+  static constexpr bool kNibbles = kBits < 8;
+  static constexpr int kPlanes = kNibbles ? kBits - 4 : 0;
+  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of low bits
+  static constexpr size_t kChunkBytes = 4 * kPanelRows + 16 * kPlanes;
   static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
-  static constexpr size_t kBytes = kHeader + (kNibbles ? G / 2 : G) * kPanelRows;
-  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of codes
+  static constexpr size_t kBytes = kHeader + G / kChunkCols * kChunkBytes;
 
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
@@ -393,10 +398,14 @@ struct DotKernel : IsaTiles {
       for (int c = 0; c < G / kChunkCols; ++c) {
         VI w[RP][kVecs][kNibbles ? 2 : 1];
         for (int p = 0; p < RP; ++p) {
-          const uint8_t* codes = panels[p] + g * kBytes + kHeader + c * 4 * kPanelRows;
+          const uint8_t* codes = panels[p] + g * kBytes + kHeader + c * kChunkBytes;
           for (int v = 0; v < kVecs; ++v) {
             if constexpr (kNibbles) {
               Isa::LoadNibbles(codes + v * L * 4, &w[p][v][0], &w[p][v][1]);
+              // Plane b: 8 bytes of bit 4 + b for the low nibbles' codes, 8 for the high ones'.
+              for (int b = 0; b < kPlanes; ++b) {
+                for (int h = 0; h < 2; ++h) Isa::AddBits(codes + 4 * kPanelRows + 16 * b + 8 * h, v, 16 << b, &w[p][v][h]);
+              }
             } else {
               w[p][v][0] = Isa::LoadCodes(codes + v * L * 4);
             }
@@ -407,7 +416,7 @@ struct DotKernel : IsaTiles {
           for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
             const VI xb = Isa::Set4(x + 4 * h);
             for (int p = 0; p < RP; ++p)
-              for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles || kSmall>(isum[t][p][v], w[p][v][h], xb);
+              for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles>(isum[t][p][v], w[p][v][h], xb);
           }
         }
       }
@@ -497,14 +506,14 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[7] = &MatMulPanels<QuantKernel<Q6KBlock>>;
   t.matmul[8] = &MatMulPanels<OffsetKernel<Q5KBlock>>;
   t.matmul[kOffset16Kind] = &MatMulPanels<OffsetKernel<Offset16Block>>;
-  t.matmul[10] = &MatMulPanels<DotKernel<32, true, true, -1>>;
-  t.matmul[11] = &MatMulPanels<DotKernel<32, false, true, -1>>;
-  t.matmul[12] = &MatMulPanels<DotKernel<32, false, false, 128>>;
-  t.matmul[13] = &MatMulPanels<DotKernel<16, true, true, -1>>;
-  t.matmul[14] = &MatMulPanels<DotKernel<16, false, true, 32>>;
-  t.matmul[15] = &MatMulPanels<DotKernel<32, true, true, 8>>;
-  t.matmul[16] = &MatMulPanels<DotKernel<32, false, true, 16>>;
-  t.matmul[17] = &MatMulPanels<DotKernel<16, true, true, 4>>;
+  t.matmul[10] = &MatMulPanels<DotKernel<32, 4, -1>>;
+  t.matmul[11] = &MatMulPanels<DotKernel<32, 5, -1>>;
+  t.matmul[12] = &MatMulPanels<DotKernel<32, 8, 128>>;
+  t.matmul[13] = &MatMulPanels<DotKernel<16, 4, -1>>;
+  t.matmul[14] = &MatMulPanels<DotKernel<16, 6, 32>>;
+  t.matmul[15] = &MatMulPanels<DotKernel<32, 4, 8>>;
+  t.matmul[16] = &MatMulPanels<DotKernel<32, 5, 16>>;
+  t.matmul[17] = &MatMulPanels<DotKernel<16, 4, 4>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;
