@@ -144,19 +144,19 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
   int64_t chunk = parallel ? total_panels / (num_threads_ * 4) : total_panels;
   chunk = std::max<int64_t>(4, (chunk + 3) / 4 * 4);
   int64_t num_chunks = 0;
-  bool takes_bf16 = false, takes_int8 = false;
-  int block = 256;  // the activations' block: 32 unless every integer-dot matrix wants 256
+  bool takes_bf16 = false, takes_q32 = false, takes_q256 = false;
   for (const MatMulJob& j : jobs) {
     num_chunks += (j.w->num_panels() + chunk - 1) / chunk;
     takes_bf16 = takes_bf16 || j.w->takes_bf16();
-    takes_int8 = takes_int8 || j.w->takes_int8();
-    if (j.w->takes_int8()) block = std::min(block, j.w->activation_block());
+    takes_q32 = takes_q32 || (j.w->takes_int8() && j.w->activation_block() == 32);
+    takes_q256 = takes_q256 || (j.w->takes_int8() && j.w->activation_block() == 256);
   }
-  // The jobs share x: rounded to BF16 or quantized once for all of them.
+  // The jobs share x: rounded to BF16 or quantized (per block size) once for all of them.
   const int64_t cols = jobs.begin()->w->cols();
   const int64_t ldxb = cols + cols % 2;
   if (takes_bf16) cpu::RoundToBf16(x, cols, num_tokens, cols, xbf16_.data(), ldxb);
-  if (takes_int8) xq_.Quantize(x, cols, num_tokens, cols, block);
+  if (takes_q32) xq32_.Quantize(x, cols, num_tokens, cols, 32);
+  if (takes_q256) xq256_.Quantize(x, cols, num_tokens, cols, 256);
 
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int64_t c = 0; c < num_chunks; ++c) {
@@ -178,7 +178,7 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
       args.ldy = j.w->rows();
       args.xb = xbf16_.data();
       args.ldxb = ldxb;
-      args.xq = &xq_;
+      args.xq = j.w->takes_int8() && j.w->activation_block() == 256 ? &xq256_ : &xq32_;
       kernels_->matmul[j.w->kind()](args, p0, p1);
       if (j.bias != nullptr) {
         const int64_t r1 = std::min(j.w->rows(), p1 * cpu::kPanelRows);

@@ -114,7 +114,8 @@ class CpuBackend final : public Backend {
   std::vector<float> up_;     // [T][ffn]
   std::vector<float> xlog_;   // [max_logits][dim]
   std::vector<uint16_t> xbf16_;  // a MatMuls input rounded to BF16 (bf16 compute)
-  cpu::QuantizedActivations xq_;  // a MatMuls input quantized (int8 / bf16 compute)
+  // A MatMuls input quantized (int8 / bf16 compute) in blocks of 32 and of 256 values.
+  cpu::QuantizedActivations xq32_, xq256_;
   // Attention: tokens of one sequence that share K/V block reads, and the workspace per thread
   // and query of a tile: acc [n_rep][head_dim], scores [n_rep][block], max [n_rep], sum [n_rep].
   int query_tile_ = 8;  // options.attention_query_tile, at least 1

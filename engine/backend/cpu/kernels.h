@@ -39,28 +39,32 @@ namespace kvserve::cpu {
 // Integer-dot panels (ComputeDtype kInt8 and kBF16, for every quantized type) multiply int8
 // activations (QuantizedActivations) with the weights' integer codes: value = scale * u +
 // offset with u an unsigned code, per group of G = 16 (Q6_K, Q2_K, Q3_K) or 32 columns (the
-// rest); the types with offsets of their own (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) store them, the
-// others have offset = -zero * scale with their kind's zero point (below). Per group the 16
-// rows' f32 scales, their f32 offsets if stored, then the codes, 4 consecutive columns of a
+// rest); the types with offsets of their own (Q4_1, Q5_1, Q2_K) store them, the others have
+// offset = -zero * scale with their kind's zero point (below). Per group the 16 rows' f32
+// scales, their f32 offsets if stored, then the codes. K panels (Q4_K, Q5_K, Q6_K) keep the
+// blocks' own integers: per 256 columns the rows' f32 d (and -dmin), then per group the rows'
+// int8 sub-scales sc (and uint8 mins m), then the codes; value = d * sc * u - dmin * m (Q6_K:
+// d * sc * (u - 32)), summed exactly in int32 over the 256 columns. The codes: 4 consecutive columns of a
 // row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0, IQ4) [G / 4][16][4]; the
 // others per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
 // of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
 // 5-bit types, two for Q6_K) 8 bytes for the first half and 8 for the second, bit r * 4 + j
-// that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1/Q4_K 0.75, Q5_0
-// 0.75, Q5_1/Q5_K 0.875, Q8_0/IQ4_NL/IQ4_XS 1.125, Q6_K 1.0, Q2_K 1.0, Q3_K 0.75.
+// that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59,
+// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0/IQ4_NL/IQ4_XS 1.125, Q6_K 0.83, Q2_K 1.0, Q3_K 0.75.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
 // pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels (zero
-// points in brackets): 10 4-bit codes per 32 with offsets (Q4_1, Q4_K), 11 5-bit codes per 32
-// with offsets (Q5_1, Q5_K), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit codes
-// per 16 with offsets (Q2_K), 14 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32 [8]
-// (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K).
+// points in brackets): 10 4-bit codes per 32 with offsets (Q4_1), 11 5-bit codes per 32 with
+// offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit codes per 16
+// with offsets (Q2_K), 14 K panels of 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32
+// [8] (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K), 18 and 19
+// K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
 inline constexpr int kFirstDotKind = 10;
-inline constexpr int kNumMatMulKinds = 18;
+inline constexpr int kNumMatMulKinds = 20;
 
 // Activations quantized for the integer-dot panels, per token and block of 32 or 256 columns
 // as llama.cpp quantizes them for the same weights (Q8_0 for 32-value types, Q8_K for the
@@ -98,8 +102,9 @@ class PackedMatrix {
   int kind() const { return kind_; }
   // BF16 pair panels: their products take the activations rounded by RoundToBf16.
   bool takes_bf16() const { return kind_ == kBf16PairKind; }
-  // Integer-dot panels: their products take the activations as QuantizedActivations, best
-  // in blocks of activation_block() (llama.cpp's choice: 256 for 256-value types, else 32).
+  // Integer-dot panels: their products take the activations as QuantizedActivations in
+  // blocks of activation_block() (llama.cpp's choice: 256 for 256-value types, else 32; K
+  // panels need 256).
   bool takes_int8() const { return kind_ >= kFirstDotKind; }
   int activation_block() const;
   int64_t rows() const { return rows_; }

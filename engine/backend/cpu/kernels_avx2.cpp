@@ -115,6 +115,10 @@ struct Isa {
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
     *w = _mm256_add_epi8(*w, _mm256_and_si256(set, _mm256_set1_epi8(static_cast<char>(bit))));
   }
+  static VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
+  static VI MulI(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
+  static VI LoadI8AsI32(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static VI LoadU8AsI32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static VI SetI(int32_t v) { return _mm256_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

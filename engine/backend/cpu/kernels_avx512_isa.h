@@ -90,6 +90,10 @@ struct Isa {
     std::memcpy(&m, mask + v * 8, 8);
     *w = _mm512_mask_add_epi8(*w, _cvtu64_mask64(m), *w, _mm512_set1_epi8(static_cast<char>(bit)));
   }
+  static VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
+  static VI MulI(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
+  static VI LoadI8AsI32(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static VI LoadU8AsI32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static VI SetI(int32_t v) { return _mm512_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm512_loadu_si512(p); }

@@ -16,33 +16,110 @@
 namespace kvserve::cpu {
 namespace {
 
+// Integer-dot panel layouts by kind (kernels.h).
 struct DotLayout {
   int group;     // columns per scale
   int bits;      // 8: byte codes; 4-6: nibbles plus bits - 4 bit planes
-  bool offsets;  // f32 offsets after the scales (else the kind's zero point)
+  bool offsets;  // offsets stored (else the kind's zero point)
+  bool super;    // K panels: f32 d (and -dmin) per 256 columns, integer sc (and m) per group
 
   int chunk_cols() const { return bits < 8 ? 8 : 4; }
   size_t chunk_bytes() const { return 4 * kPanelRows + (bits < 8 ? 16 * (bits - 4) : 0); }
+  size_t code_bytes() const { return static_cast<size_t>(group / chunk_cols()) * chunk_bytes(); }
+  // Group panels: per group the f32 scales (and offsets), then the codes.
   size_t header() const { return static_cast<size_t>(offsets ? 8 : 4) * kPanelRows; }
-  size_t group_bytes() const { return header() + static_cast<size_t>(group / chunk_cols()) * chunk_bytes(); }
+  size_t group_bytes() const { return header() + code_bytes(); }
+  // K panels: per super-block the f32 d (and -dmin), then per group sc (and m), then the codes.
+  size_t super_group_bytes() const { return (offsets ? 2 : 1) * kPanelRows + code_bytes(); }
+  size_t super_bytes() const { return header() + static_cast<size_t>(256 / group) * super_group_bytes(); }
 };
 DotLayout DotLayoutOf(int kind) {
   switch (kind) {
-    case 10: return {32, 4, true};
-    case 11: return {32, 5, true};
-    case 12: return {32, 8, false};
-    case 13: return {16, 4, true};
-    case 14: return {16, 6, false};
-    case 15: return {32, 4, false};
-    case 16: return {32, 5, false};
-    default: return {16, 4, false};
+    case 10: return {32, 4, true, false};
+    case 11: return {32, 5, true, false};
+    case 12: return {32, 8, false, false};
+    case 13: return {16, 4, true, false};
+    case 14: return {16, 6, false, true};
+    case 15: return {32, 4, false, false};
+    case 16: return {32, 5, false, false};
+    case 17: return {16, 4, false, false};
+    case 18: return {32, 4, true, true};
+    default: return {32, 5, true, true};
+  }
+}
+
+// Writes row `lane`'s codes of one group (src[0..group)) into the group's chunks.
+void PutCodes(const DotLayout& l, int lane, const uint8_t* src, uint8_t* codes) {
+  for (int k = 0; k < l.group; ++k) {
+    // Byte lane * 4 + k % 4 of its chunk; nibble codes: the low nibble for columns k % 8 < 4,
+    // and bit 4 + b in plane b's 8 bytes for that half, bit lane * 4 + k % 4.
+    uint8_t* chunk = codes + static_cast<size_t>(k / l.chunk_cols()) * l.chunk_bytes();
+    const int i = lane * 4 + k % 4;
+    if (l.bits == 8) {
+      chunk[i] = src[k];
+      continue;
+    }
+    const int h = k % 8 < 4 ? 0 : 1;
+    chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & 0xF) << (4 * h));
+    for (int b = 0; b < l.bits - 4; ++b) {
+      uint8_t* plane = chunk + 4 * kPanelRows + 16 * b + 8 * h;
+      plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (4 + b)) & 1) << (i % 8));
+    }
+  }
+}
+
+// A Q4_K, Q5_K or Q6_K row as its blocks hold it: codes u (value = d * sc * u - dmin * m, Q6_K:
+// d * sc * (u - 32)), per group the sub-scale sc (and min m), per 256 values d (and -dmin).
+void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t* sc, uint8_t* m, float* d,
+                float* ndmin) {
+  if (type == GgmlType::kQ6_K) {
+    const BlockQ6_K* blocks = reinterpret_cast<const BlockQ6_K*>(row);
+    for (int64_t g = 0; g < n / 16; ++g) {
+      const BlockQ6_K& b = blocks[g / 16];
+      if (g % 16 == 0) d[g / 16] = F16ToF32(b.d);
+      sc[g] = b.scales[g % 16];
+      for (int l = 0; l < 16; ++l) {
+        // Value v of the super-block: half h = v / 128, j = v % 128 = 32 q + i.
+        const int v = static_cast<int>(g % 16) * 16 + l, h = v / 128, q = v % 128 / 32, i = v % 32;
+        const uint8_t low = b.ql[64 * h + i + 32 * (q & 1)];
+        const int nibble = q < 2 ? low & 0xF : low >> 4;
+        u[16 * g + l] = static_cast<uint8_t>(nibble | ((b.qh[32 * h + i] >> (2 * q)) & 3) << 4);
+      }
+    }
+    return;
+  }
+  // Q4_K / Q5_K: sub-block j = 2c + h of a super-block holds values 64c + 32h + l, nibble h of
+  // qs[32c + l] (Q5_K: plus bit j of qh[l] as the fifth bit).
+  const bool q5 = type == GgmlType::kQ5_K;
+  CHECK(q5 || type == GgmlType::kQ4_K) << "no K panels for " << GgmlTypeName(type);
+  const size_t block_bytes = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  for (int64_t s = 0; s < n / 256; ++s) {
+    const uint8_t* block = row + s * block_bytes;
+    const BlockQ4_K& b4 = *reinterpret_cast<const BlockQ4_K*>(block);
+    const BlockQ5_K& b5 = *reinterpret_cast<const BlockQ5_K*>(block);
+    const uint8_t* qs = q5 ? b5.qs : b4.qs;
+    d[s] = F16ToF32(q5 ? b5.d : b4.d);
+    ndmin[s] = -F16ToF32(q5 ? b5.dmin : b4.dmin);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t scale, min;
+      UnpackScaleMinQ4K(j, q5 ? b5.scales : b4.scales, &scale, &min);
+      sc[8 * s + j] = static_cast<int8_t>(scale);  // 6 bits
+      m[8 * s + j] = min;
+      const int c = j / 2, h = j % 2;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t q = qs[32 * c + l];
+        const int low = h == 0 ? q & 0xF : q >> 4;
+        u[256 * s + 32 * j + l] = static_cast<uint8_t>(low | (q5 ? ((b5.qh[l] >> j) & 1) << 4 : 0));
+      }
+    }
   }
 }
 
 // A row as value k = scale[k / G] * u[k] + offset[k / G] with unsigned codes u (G from the
-// type's kind). The scales are ggml's decoder's (d * sub-block scale). The types without
-// offsets of their own (Q8_0, Q4_0, Q5_0, Q6_K, Q3_K, IQ4) have offset = -zero * scale with
-// their kind's zero point (kernels.h), which their panels do not store.
+// type's kind): Q8_0, Q4_0 and the read-only types (ggml_decoders.h). The scales are ggml's
+// decoder's (d * sub-block scale). The types without offsets of their own (Q8_0, Q4_0, Q5_0,
+// Q3_K, IQ4) have offset = -zero * scale with their kind's zero point (kernels.h), which their
+// panels do not store.
 void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* scale, float* offset) {
   switch (type) {
     case GgmlType::kQ8_0: {
@@ -62,50 +139,6 @@ void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* s
         for (int j = 0; j < 16; ++j) {
           u[32 * i + j] = b[i].qs[j] & 0xF;
           u[32 * i + j + 16] = b[i].qs[j] >> 4;
-        }
-      }
-      return;
-    }
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: {
-      // Sub-block j = 2c + h of a super-block: values 64c + 32h + l, nibble h of qs[32c + l]
-      // (Q5_K: plus bit j of qh[l] as the fifth bit).
-      const bool q5 = type == GgmlType::kQ5_K;
-      const size_t block_bytes = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-      for (int64_t s = 0; s < n / 256; ++s) {
-        const uint8_t* block = row + s * block_bytes;
-        const BlockQ4_K& b4 = *reinterpret_cast<const BlockQ4_K*>(block);
-        const BlockQ5_K& b5 = *reinterpret_cast<const BlockQ5_K*>(block);
-        const uint8_t* scales = q5 ? b5.scales : b4.scales;
-        const uint8_t* qs = q5 ? b5.qs : b4.qs;
-        const float d = F16ToF32(q5 ? b5.d : b4.d), dmin = F16ToF32(q5 ? b5.dmin : b4.dmin);
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, m;
-          UnpackScaleMinQ4K(j, scales, &sc, &m);
-          scale[8 * s + j] = d * sc;  // as ggml's decoder
-          offset[8 * s + j] = -(dmin * m);
-          const int c = j / 2, h = j % 2;
-          for (int l = 0; l < 32; ++l) {
-            const uint8_t q = qs[32 * c + l];
-            const int low = h == 0 ? q & 0xF : q >> 4;
-            u[256 * s + 32 * j + l] = static_cast<uint8_t>(low | (q5 ? ((b5.qh[l] >> j) & 1) << 4 : 0));
-          }
-        }
-      }
-      return;
-    }
-    case GgmlType::kQ6_K: {
-      const BlockQ6_K* blocks = reinterpret_cast<const BlockQ6_K*>(row);
-      for (int64_t g = 0; g < n / 16; ++g) {
-        const BlockQ6_K& b = blocks[g / 16];
-        scale[g] = F16ToF32(b.d) * b.scales[g % 16];  // as ggml's decoder
-        offset[g] = -32.0f * scale[g];
-        for (int l = 0; l < 16; ++l) {
-          // Value v of the super-block: half h = v / 128, j = v % 128 = 32 q + i.
-          const int v = static_cast<int>(g % 16) * 16 + l, h = v / 128, q = v % 128 / 32, i = v % 32;
-          const uint8_t low = b.ql[64 * h + i + 32 * (q & 1)];
-          const int nibble = q < 2 ? low & 0xF : low >> 4;
-          u[16 * g + l] = static_cast<uint8_t>(nibble | ((b.qh[32 * h + i] >> (2 * q)) & 3) << 4);
         }
       }
       return;
@@ -133,10 +166,8 @@ void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* s
 
 int DotKind(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ4_K: return 10;
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ5_K: return 11;
+    case GgmlType::kQ4_1: return 10;
+    case GgmlType::kQ5_1: return 11;
     case GgmlType::kQ8_0:
     case GgmlType::kIQ4_NL:
     case GgmlType::kIQ4_XS: return 12;
@@ -145,43 +176,50 @@ int DotKind(GgmlType type) {
     case GgmlType::kQ4_0: return 15;
     case GgmlType::kQ5_0: return 16;
     case GgmlType::kQ3_K: return 17;
+    case GgmlType::kQ4_K: return 18;
+    case GgmlType::kQ5_K: return 19;
     default: return -1;
   }
 }
 
 size_t DotPanelBytes(int kind, int64_t cols) {
   const DotLayout l = DotLayoutOf(kind);
-  return (static_cast<size_t>(cols / l.group) * l.group_bytes() + 63) / 64 * 64;
+  const size_t bytes = l.super ? static_cast<size_t>(cols / 256) * l.super_bytes()
+                               : static_cast<size_t>(cols / l.group) * l.group_bytes();
+  return (bytes + 63) / 64 * 64;
 }
 
 void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes) {
   const DotLayout l = DotLayoutOf(kind);
-  std::vector<uint8_t> u(static_cast<size_t>(w.cols));
-  std::vector<float> scale(static_cast<size_t>(w.cols / l.group)), offset(scale.size());
+  const int64_t groups = w.cols / l.group;
+  std::vector<uint8_t> u(static_cast<size_t>(w.cols)), m(static_cast<size_t>(groups));
+  std::vector<int8_t> sc(static_cast<size_t>(groups));
+  std::vector<float> scale(static_cast<size_t>(groups)), offset(scale.size());
   for (int64_t r = 0; r < w.rows; ++r) {
     uint8_t* panel = data + static_cast<size_t>(r / kPanelRows) * panel_bytes;
     const int lane = static_cast<int>(r % kPanelRows);
-    DotCodes(w.type, w.row(r), w.cols, u.data(), scale.data(), offset.data());
-    for (int64_t g = 0; g < w.cols / l.group; ++g) {
-      uint8_t* dst = panel + static_cast<size_t>(g) * l.group_bytes();
-      std::memcpy(dst + lane * 4, &scale[g], 4);
-      if (l.offsets) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[g], 4);
-      const uint8_t* src = u.data() + g * l.group;
-      for (int k = 0; k < l.group; ++k) {
-        // Byte lane * 4 + k % 4 of its chunk; nibble codes: the low nibble for columns k % 8 < 4,
-        // and bit 4 + b in plane b's 8 bytes for that half, bit lane * 4 + k % 4.
-        uint8_t* chunk = dst + l.header() + static_cast<size_t>(k / l.chunk_cols()) * l.chunk_bytes();
-        const int i = lane * 4 + k % 4;
-        if (l.bits == 8) {
-          chunk[i] = src[k];
-          continue;
-        }
-        const int h = k % 8 < 4 ? 0 : 1;
-        chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & 0xF) << (4 * h));
-        for (int b = 0; b < l.bits - 4; ++b) {
-          uint8_t* plane = chunk + 4 * kPanelRows + 16 * b + 8 * h;
-          plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (4 + b)) & 1) << (i % 8));
-        }
+    if (!l.super) {
+      DotCodes(w.type, w.row(r), w.cols, u.data(), scale.data(), offset.data());
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* dst = panel + static_cast<size_t>(g) * l.group_bytes();
+        std::memcpy(dst + lane * 4, &scale[g], 4);
+        if (l.offsets) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[g], 4);
+        PutCodes(l, lane, u.data() + g * l.group, dst + l.header());
+      }
+      continue;
+    }
+    // scale and offset hold d and -dmin per super-block here.
+    SuperCodes(w.type, w.row(r), w.cols, u.data(), sc.data(), m.data(), scale.data(), offset.data());
+    for (int64_t s = 0; s < w.cols / 256; ++s) {
+      uint8_t* dst = panel + static_cast<size_t>(s) * l.super_bytes();
+      std::memcpy(dst + lane * 4, &scale[s], 4);
+      if (l.offsets) std::memcpy(dst + (kPanelRows + lane) * 4, &offset[s], 4);
+      for (int j = 0; j < 256 / l.group; ++j) {
+        const int64_t g = s * (256 / l.group) + j;
+        uint8_t* group = dst + l.header() + static_cast<size_t>(j) * l.super_group_bytes();
+        group[lane] = static_cast<uint8_t>(sc[g]);
+        if (l.offsets) group[kPanelRows + lane] = m[g];
+        PutCodes(l, lane, u.data() + g * l.group, group + (l.offsets ? 2 : 1) * kPanelRows);
       }
     }
   }

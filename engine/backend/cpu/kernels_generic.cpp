@@ -73,6 +73,10 @@ struct Isa {
     for (int j = 0; j < 4; ++j) u += ((bits >> j) & 1) ? static_cast<uint32_t>(bit) << (8 * j) : 0;
     *w = static_cast<VI>(u);
   }
+  static VI AddI(VI a, VI b) { return a + b; }
+  static VI MulI(VI a, VI b) { return a * b; }
+  static VI LoadI8AsI32(const uint8_t* p) { return static_cast<int8_t>(*p); }
+  static VI LoadU8AsI32(const uint8_t* p) { return *p; }
   static VI SetI(int32_t v) { return v; }
   static VI SubI(VI a, VI b) { return a - b; }
   static VI LoadCodes(const uint8_t* p) {

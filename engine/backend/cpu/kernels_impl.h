@@ -18,7 +18,8 @@
 //   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
 //   using VI;                     // L int32 lanes; as codes, L rows x 4 bytes
-//   VI ZeroI(); VI SetI(int32_t); VI SubI(VI, VI);
+//   VI ZeroI(); VI SetI(int32_t); VI AddI(VI, VI); VI SubI(VI, VI); VI MulI(VI, VI);
+//   VI LoadI8AsI32(const uint8_t*), LoadU8AsI32(const uint8_t*);  // L bytes, sign/zero-extended
 //   VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
 //   void AddBits(const uint8_t* mask, int v, int bit, VI* w);  // byte i of w += bit where bit
@@ -365,93 +366,7 @@ struct OffsetKernel : QuantKernel<B> {
   static void Prepare(const MatMulArgs& a) { PrepareGroupSums(a, B::kCols); }
 };
 
-// Integer-dot panels (kernels.h), G columns per group, kBits-bit codes (8: bytes; 4-6: 4-bit
-// nibbles plus kBits - 4 bit planes), kZero the zero point (-1: offsets stored). Per group:
-// isum = sum_k u[k] * xq[k] exactly in int32, then acc += float(isum - kZero * sum_k xq[k]) *
-// (scale * d), or with offsets acc += float(isum) * (scale * d) and acc += offset *
-// (d * sum_k xq[k]); d is the scale of the activations' block that holds the group.
-template <int G, int kBits, int kZero>
-struct DotKernel : IsaTiles {
-  using VI = typename Isa::VI;
-  static constexpr bool kNibbles = kBits < 8;
-  static constexpr int kPlanes = kNibbles ? kBits - 4 : 0;
-  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of low bits
-  static constexpr size_t kChunkBytes = 4 * kPanelRows + 16 * kPlanes;
-  static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
-  static constexpr size_t kBytes = kHeader + G / kChunkCols * kChunkBytes;
-
-  template <int RT, int RP>
-  static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
-    const QuantizedActivations& xq = *a.xq;
-    const int64_t groups = a.w->cols() / G;
-    const uint8_t* panels[RP];
-    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
-    V acc[RT][RP][kVecs];
-    for (int t = 0; t < RT; ++t)
-      for (int p = 0; p < RP; ++p)
-        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
-    for (int64_t g = 0; g < groups; ++g) {
-      VI isum[RT][RP][kVecs];
-      for (int t = 0; t < RT; ++t)
-        for (int p = 0; p < RP; ++p)
-          for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
-      for (int c = 0; c < G / kChunkCols; ++c) {
-        VI w[RP][kVecs][kNibbles ? 2 : 1];
-        for (int p = 0; p < RP; ++p) {
-          const uint8_t* codes = panels[p] + g * kBytes + kHeader + c * kChunkBytes;
-          for (int v = 0; v < kVecs; ++v) {
-            if constexpr (kNibbles) {
-              Isa::LoadNibbles(codes + v * L * 4, &w[p][v][0], &w[p][v][1]);
-              // Plane b: 8 bytes of bit 4 + b for the low nibbles' codes, 8 for the high ones'.
-              for (int b = 0; b < kPlanes; ++b) {
-                for (int h = 0; h < 2; ++h) Isa::AddBits(codes + 4 * kPanelRows + 16 * b + 8 * h, v, 16 << b, &w[p][v][h]);
-              }
-            } else {
-              w[p][v][0] = Isa::LoadCodes(codes + v * L * 4);
-            }
-          }
-        }
-        for (int t = 0; t < RT; ++t) {
-          const int8_t* x = xq.q(t0 + t) + g * G + c * kChunkCols;
-          for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
-            const VI xb = Isa::Set4(x + 4 * h);
-            for (int p = 0; p < RP; ++p)
-              for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles>(isum[t][p][v], w[p][v][h], xb);
-          }
-        }
-      }
-      V dx[RT], dsum[RT];
-      VI zsum[RT];
-      for (int t = 0; t < RT; ++t) {
-        const float d = xq.d(t0 + t)[g * G / xq.block()];
-        const int32_t* sums = xq.sums(t0 + t) + g * G / 16;
-        const int32_t qsum = G == 32 ? sums[0] + sums[1] : sums[0];
-        dx[t] = Isa::Set1(d);
-        if constexpr (kZero < 0) {
-          dsum[t] = Isa::Set1(d * static_cast<float>(qsum));
-        } else {
-          zsum[t] = Isa::SetI(kZero * qsum);
-        }
-      }
-      for (int p = 0; p < RP; ++p) {
-        const float* header = reinterpret_cast<const float*>(panels[p] + g * kBytes);
-        for (int v = 0; v < kVecs; ++v) {
-          const V scale = Isa::Load(header + v * L);
-          for (int t = 0; t < RT; ++t) {
-            if constexpr (kZero < 0) {
-              acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
-              acc[t][p][v] = Isa::Fma(Isa::Load(header + kPanelRows + v * L), dsum[t], acc[t][p][v]);
-            } else {
-              acc[t][p][v] = Isa::Fma(Isa::ToFloat(Isa::SubI(isum[t][p][v], zsum[t])), Isa::Mul(scale, dx[t]),
-                                      acc[t][p][v]);
-            }
-          }
-        }
-      }
-    }
-    StoreTile<RT, RP>(a, t0, p0, acc);
-  }
-};
+#include "engine/backend/cpu/kernels_impl_dot.h"
 
 // Every token tile over panels [p0, p0 + RP): the panels stay in cache while all tokens use
 // them, so a step reads its weights from memory once.
@@ -510,10 +425,12 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[11] = &MatMulPanels<DotKernel<32, 5, -1>>;
   t.matmul[12] = &MatMulPanels<DotKernel<32, 8, 128>>;
   t.matmul[13] = &MatMulPanels<DotKernel<16, 4, -1>>;
-  t.matmul[14] = &MatMulPanels<DotKernel<16, 6, 32>>;
+  t.matmul[14] = &MatMulPanels<SuperDotKernel<16, 6, 32>>;
   t.matmul[15] = &MatMulPanels<DotKernel<32, 4, 8>>;
   t.matmul[16] = &MatMulPanels<DotKernel<32, 5, 16>>;
   t.matmul[17] = &MatMulPanels<DotKernel<16, 4, 4>>;
+  t.matmul[18] = &MatMulPanels<SuperDotKernel<32, 4, -1>>;
+  t.matmul[19] = &MatMulPanels<SuperDotKernel<32, 5, -1>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

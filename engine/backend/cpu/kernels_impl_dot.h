@@ -1,0 +1,193 @@
+// The integer-dot matrix products (kernels.h's integer-dot and K panels) for kernels_impl.h:
+// included there, inside the ISA's namespace, after the tile helpers they use.
+// (No include guard on purpose.)
+
+// Integer-dot panels (kernels.h): the codes of G columns, kBits bits each (8: bytes; 4-6:
+// 4-bit nibbles plus kBits - 4 bit planes), and their exact sums with the activations.
+template <int G, int kBits>
+struct DotCodes {
+  using VI = typename Isa::VI;
+  static constexpr bool kNibbles = kBits < 8;
+  static constexpr int kPlanes = kNibbles ? kBits - 4 : 0;
+  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of low bits
+  static constexpr size_t kChunkBytes = 4 * kPanelRows + 16 * kPlanes;
+  static constexpr size_t kBytes = G / kChunkCols * kChunkBytes;
+
+  // isum[t][p] = sum_k u[k] * xq[k0 + k] for token t0 + t, the codes of panel p at codes[p].
+  template <int RT, int RP>
+  static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
+                   VI (&isum)[RT][RP][kVecs]) {
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
+    for (int c = 0; c < G / kChunkCols; ++c) {
+      VI w[RP][kVecs][kNibbles ? 2 : 1];
+      for (int p = 0; p < RP; ++p) {
+        const uint8_t* chunk = codes[p] + c * kChunkBytes;
+        for (int v = 0; v < kVecs; ++v) {
+          if constexpr (kNibbles) {
+            Isa::LoadNibbles(chunk + v * L * 4, &w[p][v][0], &w[p][v][1]);
+            // Plane b: 8 bytes of bit 4 + b for the low nibbles' codes, 8 for the high ones'.
+            for (int b = 0; b < kPlanes; ++b) {
+              for (int h = 0; h < 2; ++h) Isa::AddBits(chunk + 4 * kPanelRows + 16 * b + 8 * h, v, 16 << b, &w[p][v][h]);
+            }
+          } else {
+            w[p][v][0] = Isa::LoadCodes(chunk + v * L * 4);
+          }
+        }
+      }
+      for (int t = 0; t < RT; ++t) {
+        const int8_t* x = xq.q(t0 + t) + k0 + c * kChunkCols;
+        for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
+          const VI xb = Isa::Set4(x + 4 * h);
+          for (int p = 0; p < RP; ++p)
+            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles>(isum[t][p][v], w[p][v][h], xb);
+        }
+      }
+    }
+  }
+};
+
+// The sum of token t's quantized activations over columns [k0, k0 + G).
+template <int G>
+inline int32_t ActivationSum(const QuantizedActivations& xq, int t, int64_t k0) {
+  const int32_t* sums = xq.sums(t) + k0 / 16;
+  return G == 32 ? sums[0] + sums[1] : sums[0];
+}
+
+// Integer-dot panels with f32 scales per group; kZero the zero point (-1: offsets stored).
+// Per group: acc += float(isum - kZero * sum_k xq[k]) * (scale * d), or with offsets
+// acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]); d is the scale of
+// the activations' block that holds the group.
+template <int G, int kBits, int kZero>
+struct DotKernel : IsaTiles {
+  using VI = typename Isa::VI;
+  using Codes = DotCodes<G, kBits>;
+  static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
+  static constexpr size_t kBytes = kHeader + Codes::kBytes;
+
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
+    const QuantizedActivations& xq = *a.xq;
+    const int64_t groups = a.w->cols() / G;
+    const uint8_t* panels[RP];
+    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+    V acc[RT][RP][kVecs];
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* codes[RP];
+      for (int p = 0; p < RP; ++p) codes[p] = panels[p] + g * kBytes + kHeader;
+      VI isum[RT][RP][kVecs];
+      Codes::template Sums<RT, RP>(xq, t0, g * G, codes, isum);
+      V dx[RT], dsum[RT];
+      VI zsum[RT];
+      for (int t = 0; t < RT; ++t) {
+        const float d = xq.d(t0 + t)[g * G / xq.block()];
+        const int32_t qsum = ActivationSum<G>(xq, t0 + t, g * G);
+        dx[t] = Isa::Set1(d);
+        if constexpr (kZero < 0) {
+          dsum[t] = Isa::Set1(d * static_cast<float>(qsum));
+        } else {
+          zsum[t] = Isa::SetI(kZero * qsum);
+        }
+      }
+      for (int p = 0; p < RP; ++p) {
+        const float* header = reinterpret_cast<const float*>(panels[p] + g * kBytes);
+        for (int v = 0; v < kVecs; ++v) {
+          const V scale = Isa::Load(header + v * L);
+          for (int t = 0; t < RT; ++t) {
+            if constexpr (kZero < 0) {
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
+              acc[t][p][v] = Isa::Fma(Isa::Load(header + kPanelRows + v * L), dsum[t], acc[t][p][v]);
+            } else {
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(Isa::SubI(isum[t][p][v], zsum[t])), Isa::Mul(scale, dx[t]),
+                                      acc[t][p][v]);
+            }
+          }
+        }
+      }
+    }
+    StoreTile<RT, RP>(a, t0, p0, acc);
+  }
+};
+
+// K-type integer-dot panels (kernels.h): per super-block of 256 columns the rows' f32 d (and
+// -dmin), per group their integer sub-scales sc (and mins m), as ggml's K blocks hold them.
+// Per super-block, exactly in int32: S = sum_j sc_j * (isum_j - kZero * qsum_j) and
+// M = sum_j m_j * qsum_j; then acc += float(S) * (d * dx) (and acc += float(M) * (-dmin * dx)),
+// dx the activations' scale of the super-block (blocks of 256).
+template <int G, int kBits, int kZero>
+struct SuperDotKernel : IsaTiles {
+  using VI = typename Isa::VI;
+  using Codes = DotCodes<G, kBits>;
+  static constexpr bool kOffsets = kZero < 0;
+  static constexpr size_t kHeader = (kOffsets ? 8 : 4) * kPanelRows;
+  static constexpr size_t kGroupHeader = (kOffsets ? 2 : 1) * kPanelRows;
+  static constexpr size_t kGroupBytes = kGroupHeader + Codes::kBytes;
+  static constexpr size_t kBytes = kHeader + 256 / G * kGroupBytes;
+
+  template <int RT, int RP>
+  static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
+    const QuantizedActivations& xq = *a.xq;
+    const int64_t supers = a.w->cols() / 256;
+    const uint8_t* panels[RP];
+    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+    V acc[RT][RP][kVecs];
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+    for (int64_t s = 0; s < supers; ++s) {
+      VI sacc[RT][RP][kVecs], macc[RT][RP][kVecs];
+      for (int t = 0; t < RT; ++t)
+        for (int p = 0; p < RP; ++p)
+          for (int v = 0; v < kVecs; ++v) sacc[t][p][v] = macc[t][p][v] = Isa::ZeroI();
+      for (int j = 0; j < 256 / G; ++j) {
+        const int64_t k0 = s * 256 + j * G;
+        const uint8_t* group[RP];
+        const uint8_t* codes[RP];
+        for (int p = 0; p < RP; ++p) {
+          group[p] = panels[p] + s * kBytes + kHeader + j * kGroupBytes;
+          codes[p] = group[p] + kGroupHeader;
+        }
+        VI isum[RT][RP][kVecs];
+        Codes::template Sums<RT, RP>(xq, t0, k0, codes, isum);
+        VI qsum[RT];  // with offsets the sums, else kZero times them
+        for (int t = 0; t < RT; ++t) {
+          const int32_t q = ActivationSum<G>(xq, t0 + t, k0);
+          qsum[t] = Isa::SetI(kOffsets ? q : kZero * q);
+        }
+        for (int p = 0; p < RP; ++p) {
+          for (int v = 0; v < kVecs; ++v) {
+            const VI sc = Isa::LoadI8AsI32(group[p] + v * L);
+            for (int t = 0; t < RT; ++t) {
+              VI x = isum[t][p][v];
+              if constexpr (!kOffsets) x = Isa::SubI(x, qsum[t]);
+              sacc[t][p][v] = Isa::AddI(sacc[t][p][v], Isa::MulI(x, sc));
+            }
+            if constexpr (kOffsets) {
+              const VI m = Isa::LoadU8AsI32(group[p] + kPanelRows + v * L);
+              for (int t = 0; t < RT; ++t) macc[t][p][v] = Isa::AddI(macc[t][p][v], Isa::MulI(m, qsum[t]));
+            }
+          }
+        }
+      }
+      for (int p = 0; p < RP; ++p) {
+        const float* header = reinterpret_cast<const float*>(panels[p] + s * kBytes);
+        for (int v = 0; v < kVecs; ++v) {
+          const V d = Isa::Load(header + v * L);
+          for (int t = 0; t < RT; ++t) {
+            const V dx = Isa::Set1(xq.d(t0 + t)[s]);
+            acc[t][p][v] = Isa::Fma(Isa::ToFloat(sacc[t][p][v]), Isa::Mul(d, dx), acc[t][p][v]);
+            if constexpr (kOffsets) {
+              const V ndmin = Isa::Load(header + kPanelRows + v * L);
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(macc[t][p][v]), Isa::Mul(ndmin, dx), acc[t][p][v]);
+            }
+          }
+        }
+      }
+    }
+    StoreTile<RT, RP>(a, t0, p0, acc);
+  }
+};
