@@ -34,11 +34,10 @@ for name in $TYPES; do
   esac
 done
 
-PORT=18430
-# serve WHICH FILE: starts kvserve or llama-server on a fresh port ($PORT) and waits until it
-# answers.
+# serve WHICH FILE PORT: starts kvserve or llama-server and waits until it answers. Every
+# server gets a port of its own (a closed server's connections may hold its port a while).
 serve() {
-  PORT=$((PORT + 1))
+  PORT=$3
   if [[ $1 == kvserve ]]; then
     "$BUILD/kvserve" serve --model "$2" --threads 2 --host 127.0.0.1 --http-port $PORT --grpc-port -1 \
       --log-level warn >"$W/server.log" 2>&1 &
@@ -60,9 +59,9 @@ stop() {
   wait "$PID" 2>/dev/null || true
   PID=""
 }
-# row WHICH FILE CLIENTS: "tok/s ttft_p50_ms"
+# row WHICH FILE CLIENTS PORT: "tok/s ttft_p50_ms"
 row() {
-  serve "$1" "$2"
+  serve "$1" "$2" "$4"
   local n=$(($3 == 1 ? 8 : 48))
   "$BUILD/kvserve" bench-serve --url "http://127.0.0.1:$PORT" --concurrency "$3" --num-requests $n --max-tokens 128 \
     --ignore-eos --stream --include-usage --warmup 1 --no-progress --output-json "$W/out.json" >/dev/null
@@ -78,10 +77,12 @@ row() {
   echo
   echo "| file | clients | kvserve tok/s | llama.cpp tok/s | ratio | TTFT p50 kvserve / llama.cpp (ms) |"
   echo "|---|---|---|---|---|---|"
+  port=18430
   for name in $TYPES; do
     for c in $CLIENTS; do
-      read -r kt kf < <(row kvserve "$W/$name.gguf" "$c")
-      read -r lt lf < <(row llama "$W/$name.gguf" "$c")
+      port=$((port + 2))
+      read -r kt kf < <(row kvserve "$W/$name.gguf" "$c" $port)
+      read -r lt lf < <(row llama "$W/$name.gguf" "$c" $((port + 1)))
       ratio=$(awk -v a="$kt" -v b="$lt" 'BEGIN {printf "%.2fx", a / b}')
       echo "| $name | $c | $kt | $lt | $ratio | $kf / $lf |"
     done

@@ -178,6 +178,9 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
   }
   panel_bytes_ = (panel_bytes_ + 63) / 64 * 64;
   AllocateZeroed();
+  std::vector<uint8_t> codes(q5k || q6k ? cols_ : 0), mins(codes.size() / 16);
+  std::vector<int8_t> sc(mins.size());
+  std::vector<float> d(codes.size() / 256), ndmin(d.size());
   for (int64_t r = 0; r < rows_; ++r) {
     uint8_t* panel = data_.get() + static_cast<size_t>(r / kPanelRows) * panel_bytes_;
     const int lane = static_cast<int>(r % kPanelRows);
@@ -212,39 +215,22 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
         }
         for (int l = 0; l < 32; ++l) dst[4 * 4 * kPanelRows + l * kPanelRows + lane] = b.qs[32 * chunk + l];
       }
-    } else if (q5k) {
-      const BlockQ5_K* blocks = reinterpret_cast<const BlockQ5_K*>(row);
-      for (int64_t g = 0; g < cols_ / 32; ++g) {
-        // Sub-block j of a super-block: values 64c + 32h + l (j = 2c + h), the low nibble
-        // (h = 0) or high nibble of qs[32c + l], the fifth bit j of qh[l] (ggml_types.cpp).
-        const BlockQ5_K& b = blocks[g / 8];
-        const int j = static_cast<int>(g % 8), c = j / 2, h = j % 2;
-        uint8_t* dst = panel + static_cast<size_t>(g) * q5k_group_bytes;
-        uint8_t sc, m;
-        UnpackScaleMinQ4K(j, b.scales, &sc, &m);
-        const float scale = F16ToF32(b.d) * sc, offset = -(F16ToF32(b.dmin) * m);  // as ggml's decoder
+    } else if (q5k || q6k) {
+      // The blocks' integers (SuperCodes); scale d * sc and offset -dmin * m as ggml's decoder.
+      SuperCodes(w.type, row, cols_, codes.data(), sc.data(), mins.data(), d.data(), ndmin.data());
+      const int group = q5k ? 32 : 16;
+      for (int64_t g = 0; g < cols_ / group; ++g) {
+        uint8_t* dst = panel + static_cast<size_t>(g) * (q5k ? q5k_group_bytes : q6k_group_bytes);
+        const float scale = d[g * group / 256] * sc[g];
         std::memcpy(dst + lane * 4, &scale, 4);
-        std::memcpy(dst + (kPanelRows + lane) * 4, &offset, 4);
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t q = b.qs[32 * c + l];
-          const int value = (h == 0 ? q & 0xF : q >> 4) | ((b.qh[l] >> j) & 1) << 4;
-          dst[8 * kPanelRows + l * kPanelRows + lane] = static_cast<uint8_t>(value);
+        if (q5k) {
+          const float offset = ndmin[g / 8] * mins[g];
+          std::memcpy(dst + (kPanelRows + lane) * 4, &offset, 4);
         }
-      }
-    } else if (q6k) {
-      const BlockQ6_K* blocks = reinterpret_cast<const BlockQ6_K*>(row);
-      for (int64_t g = 0; g < cols_ / 16; ++g) {
-        const BlockQ6_K& b = blocks[g / 16];
-        uint8_t* dst = panel + static_cast<size_t>(g) * q6k_group_bytes;
-        const float scale = F16ToF32(b.d) * b.scales[g % 16];  // as ggml's decoder
-        std::memcpy(dst + lane * 4, &scale, 4);
-        for (int l = 0; l < 16; ++l) {
-          // Value v of the super-block (ggml_types.cpp): half h = v / 128, j = v % 128 = 32 q + i.
-          const int v = static_cast<int>(g % 16) * 16 + l, h = v / 128, q = v % 128 / 32, i = v % 32;
-          const uint8_t low = b.ql[64 * h + i + 32 * (q & 1)];
-          const int nibble = q < 2 ? low & 0xF : low >> 4;
-          const int top = (b.qh[32 * h + i] >> (2 * q)) & 3;
-          dst[4 * kPanelRows + l * kPanelRows + lane] = static_cast<uint8_t>(static_cast<int8_t>((nibble | top << 4) - 32));
+        uint8_t* values = dst + (q5k ? 8 : 4) * kPanelRows;
+        for (int l = 0; l < group; ++l) {
+          const int u = codes[g * group + l];
+          values[l * kPanelRows + lane] = static_cast<uint8_t>(static_cast<int8_t>(q5k ? u : u - 32));
         }
       }
     } else {

@@ -192,6 +192,11 @@ int DotKind(GgmlType type);
 // Per-kind layout of the integer-dot panels, and their packing (kernels_dot.cpp).
 size_t DotPanelBytes(int kind, int64_t cols);
 void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes);
+// A Q4_K, Q5_K or Q6_K row of n values as its blocks hold it: codes u[0..n) (value = d * sc * u
+// - dmin * m; Q6_K d * sc * (u - 32)), per group of 32 (Q6_K: 16) the sub-scale sc and min m
+// (Q6_K: none), per 256 values d and -dmin (Q6_K: d only).
+void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t* sc, uint8_t* m, float* d,
+                float* ndmin);
 
 // The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).
 const KernelTable& Kernels();

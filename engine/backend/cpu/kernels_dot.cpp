@@ -68,8 +68,8 @@ void PutCodes(const DotLayout& l, int lane, const uint8_t* src, uint8_t* codes) 
   }
 }
 
-// A Q4_K, Q5_K or Q6_K row as its blocks hold it: codes u (value = d * sc * u - dmin * m, Q6_K:
-// d * sc * (u - 32)), per group the sub-scale sc (and min m), per 256 values d (and -dmin).
+}  // namespace
+
 void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t* sc, uint8_t* m, float* d,
                 float* ndmin) {
   if (type == GgmlType::kQ6_K) {
@@ -114,6 +114,8 @@ void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t
     }
   }
 }
+
+namespace {
 
 // A row as value k = scale[k / G] * u[k] + offset[k / G] with unsigned codes u (G from the
 // type's kind): Q8_0, Q4_0 and the read-only types (ggml_decoders.h). The scales are ggml's

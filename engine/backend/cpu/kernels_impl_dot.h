@@ -55,6 +55,15 @@ inline int32_t ActivationSum(const QuantizedActivations& xq, int t, int64_t k0) 
   return G == 32 ? sums[0] + sums[1] : sums[0];
 }
 
+// A tile's panels and zeroed accumulators.
+template <int RT, int RP>
+inline void StartDotTile(const MatMulArgs& a, int64_t p0, const uint8_t* (&panels)[RP], V (&acc)[RT][RP][kVecs]) {
+  for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
+  for (int t = 0; t < RT; ++t)
+    for (int p = 0; p < RP; ++p)
+      for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+}
+
 // Integer-dot panels with f32 scales per group; kZero the zero point (-1: offsets stored).
 // Per group: acc += float(isum - kZero * sum_k xq[k]) * (scale * d), or with offsets
 // acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]); d is the scale of
@@ -71,11 +80,8 @@ struct DotKernel : IsaTiles {
     const QuantizedActivations& xq = *a.xq;
     const int64_t groups = a.w->cols() / G;
     const uint8_t* panels[RP];
-    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
     V acc[RT][RP][kVecs];
-    for (int t = 0; t < RT; ++t)
-      for (int p = 0; p < RP; ++p)
-        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+    StartDotTile<RT, RP>(a, p0, panels, acc);
     for (int64_t g = 0; g < groups; ++g) {
       const uint8_t* codes[RP];
       for (int p = 0; p < RP; ++p) codes[p] = panels[p] + g * kBytes + kHeader;
@@ -133,11 +139,8 @@ struct SuperDotKernel : IsaTiles {
     const QuantizedActivations& xq = *a.xq;
     const int64_t supers = a.w->cols() / 256;
     const uint8_t* panels[RP];
-    for (int p = 0; p < RP; ++p) panels[p] = a.w->panel(p0 + p);
     V acc[RT][RP][kVecs];
-    for (int t = 0; t < RT; ++t)
-      for (int p = 0; p < RP; ++p)
-        for (int v = 0; v < kVecs; ++v) acc[t][p][v] = Isa::Zero();
+    StartDotTile<RT, RP>(a, p0, panels, acc);
     for (int64_t s = 0; s < supers; ++s) {
       VI sacc[RT][RP][kVecs], macc[RT][RP][kVecs];
       for (int t = 0; t < RT; ++t)
