@@ -58,9 +58,6 @@ static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIq4Nl) == 18 && sizeof(BlockIq4Xs) == 136);
 
-// The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 uint32_t Load32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);

@@ -10,6 +10,9 @@
 
 namespace kvserve {
 
+// The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // A row of one of these types as integers: value k = scale[k / group] * q[k], plus
 // offset[k / group] when the type has offsets. These are the float operations ggml's decoder
 // does, so the values are the decoded ones bit for bit.

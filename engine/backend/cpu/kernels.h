@@ -45,12 +45,13 @@ namespace kvserve::cpu {
 // blocks' own integers: per 256 columns the rows' f32 d (and -dmin), then per group the rows'
 // int8 sub-scales sc (and uint8 mins m), then the codes; value = d * sc * u - dmin * m (Q6_K:
 // d * sc * (u - 32)), summed exactly in int32 over the 256 columns. The codes: 4 consecutive columns of a
-// row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0, IQ4) [G / 4][16][4]; the
+// row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0) [G / 4][16][4]; the
 // others per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
 // of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
 // 5-bit types, two for Q6_K) 8 bytes for the first half and 8 for the second, bit r * 4 + j
 // that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59,
-// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0/IQ4_NL/IQ4_XS 1.125, Q6_K 0.83, Q2_K 1.0, Q3_K 0.75.
+// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 1.0,
+// Q3_K 0.75.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
@@ -60,11 +61,12 @@ inline constexpr int kPanelRows = 16;
 // offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit codes per 16
 // with offsets (Q2_K), 14 K panels of 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32
 // [8] (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K), 18 and 19
-// K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K).
+// K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K), 20 4-bit indices into the IQ4
+// codebook per 32 [128] (IQ4_NL, IQ4_XS; the kernel looks the codes up with vpshufb).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
 inline constexpr int kFirstDotKind = 10;
-inline constexpr int kNumMatMulKinds = 20;
+inline constexpr int kNumMatMulKinds = 21;
 
 // Activations quantized for the integer-dot panels, per token and block of 32 or 256 columns
 // as llama.cpp quantizes them for the same weights (Q8_0 for 32-value types, Q8_K for the

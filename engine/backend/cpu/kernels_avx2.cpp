@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/model/ggml_decoders.h"  // kIq4Values
 
 namespace kvserve::cpu {
 namespace avx2 {
@@ -119,6 +120,9 @@ struct Isa {
   static VI MulI(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
   static VI LoadI8AsI32(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static VI LoadU8AsI32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  using VT = __m256i;
+  static VT Table16(const uint8_t* t) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t))); }
+  static VI Lookup16(VT table, VI idx) { return _mm256_shuffle_epi8(table, idx); }
   static VI SetI(int32_t v) { return _mm256_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

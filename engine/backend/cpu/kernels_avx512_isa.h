@@ -94,6 +94,9 @@ struct Isa {
   static VI MulI(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
   static VI LoadI8AsI32(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static VI LoadU8AsI32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  using VT = __m512i;
+  static VT Table16(const uint8_t* t) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t))); }
+  static VI Lookup16(VT table, VI idx) { return _mm512_shuffle_epi8(table, idx); }
   static VI SetI(int32_t v) { return _mm512_set1_epi32(v); }
   static VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
   static VI LoadCodes(const uint8_t* p) { return _mm512_loadu_si512(p); }

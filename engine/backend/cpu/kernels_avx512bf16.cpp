@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/model/ggml_decoders.h"  // kIq4Values
 
 namespace kvserve::cpu {
 namespace avx512bf16 {

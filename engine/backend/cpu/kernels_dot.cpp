@@ -22,6 +22,7 @@ struct DotLayout {
   int bits;      // 8: byte codes; 4-6: nibbles plus bits - 4 bit planes
   bool offsets;  // offsets stored (else the kind's zero point)
   bool super;    // K panels: f32 d (and -dmin) per 256 columns, integer sc (and m) per group
+  bool book = false;  // 4-bit indices into the IQ4 codebook
 
   int chunk_cols() const { return bits < 8 ? 8 : 4; }
   size_t chunk_bytes() const { return 4 * kPanelRows + (bits < 8 ? 16 * (bits - 4) : 0); }
@@ -44,7 +45,8 @@ DotLayout DotLayoutOf(int kind) {
     case 16: return {32, 5, false, false};
     case 17: return {16, 4, false, false};
     case 18: return {32, 4, true, true};
-    default: return {32, 5, true, true};
+    case 19: return {32, 5, true, true};
+    default: return {32, 4, false, false, true};
   }
 }
 
@@ -170,9 +172,9 @@ int DotKind(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_1: return 10;
     case GgmlType::kQ5_1: return 11;
-    case GgmlType::kQ8_0:
+    case GgmlType::kQ8_0: return 12;
     case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS: return 12;
+    case GgmlType::kIQ4_XS: return 20;
     case GgmlType::kQ2_K: return 13;
     case GgmlType::kQ6_K: return 14;
     case GgmlType::kQ4_0: return 15;
@@ -202,6 +204,10 @@ void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_by
     const int lane = static_cast<int>(r % kPanelRows);
     if (!l.super) {
       DotCodes(w.type, w.row(r), w.cols, u.data(), scale.data(), offset.data());
+      if (l.book) {
+        // The codebook's index of each value (u = value + 128 here).
+        for (uint8_t& c : u) c = static_cast<uint8_t>(std::find(kIq4Values, kIq4Values + 16, c - 128) - kIq4Values);
+      }
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* dst = panel + static_cast<size_t>(g) * l.group_bytes();
         std::memcpy(dst + lane * 4, &scale[g], 4);

@@ -6,6 +6,7 @@
 
 #include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
+#include "engine/model/ggml_decoders.h"  // kIq4Values
 
 namespace kvserve::cpu {
 namespace generic {
@@ -77,6 +78,13 @@ struct Isa {
   static VI MulI(VI a, VI b) { return a * b; }
   static VI LoadI8AsI32(const uint8_t* p) { return static_cast<int8_t>(*p); }
   static VI LoadU8AsI32(const uint8_t* p) { return *p; }
+  using VT = const uint8_t*;
+  static VT Table16(const uint8_t* t) { return t; }
+  static VI Lookup16(VT table, VI idx) {
+    uint32_t u = 0;
+    for (int j = 0; j < 4; ++j) u |= static_cast<uint32_t>(table[(static_cast<uint32_t>(idx) >> (8 * j)) & 0xF]) << (8 * j);
+    return static_cast<VI>(u);
+  }
   static VI SetI(int32_t v) { return v; }
   static VI SubI(VI a, VI b) { return a - b; }
   static VI LoadCodes(const uint8_t* p) {

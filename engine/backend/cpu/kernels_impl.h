@@ -20,6 +20,7 @@
 //   using VI;                     // L int32 lanes; as codes, L rows x 4 bytes
 //   VI ZeroI(); VI SetI(int32_t); VI AddI(VI, VI); VI SubI(VI, VI); VI MulI(VI, VI);
 //   VI LoadI8AsI32(const uint8_t*), LoadU8AsI32(const uint8_t*);  // L bytes, sign/zero-extended
+//   using VT; VT Table16(const uint8_t*); VI Lookup16(VT, VI);  // bytes below 16 -> table[byte]
 //   VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
 //   void AddBits(const uint8_t* mask, int v, int bit, VI* w);  // byte i of w += bit where bit
@@ -431,6 +432,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[17] = &MatMulPanels<DotKernel<16, 4, 4>>;
   t.matmul[18] = &MatMulPanels<SuperDotKernel<32, 4, -1>>;
   t.matmul[19] = &MatMulPanels<SuperDotKernel<32, 5, -1>>;
+  t.matmul[20] = &MatMulPanels<DotKernel<32, 4, 128, true>>;
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;

@@ -2,9 +2,20 @@
 // included there, inside the ISA's namespace, after the tile helpers they use.
 // (No include guard on purpose.)
 
+// The IQ4 codebook moved to unsigned bytes (value + 128), as IQ4 nibbles look it up.
+struct Iq4Book {
+  uint8_t v[16];
+};
+inline constexpr Iq4Book kIq4Book = [] {
+  Iq4Book b{};
+  for (int i = 0; i < 16; ++i) b.v[i] = static_cast<uint8_t>(kIq4Values[i] + 128);
+  return b;
+}();
+
 // Integer-dot panels (kernels.h): the codes of G columns, kBits bits each (8: bytes; 4-6:
-// 4-bit nibbles plus kBits - 4 bit planes), and their exact sums with the activations.
-template <int G, int kBits>
+// 4-bit nibbles plus kBits - 4 bit planes; kBook: 4-bit indices into kIq4Book), and their
+// exact sums with the activations.
+template <int G, int kBits, bool kBook = false>
 struct DotCodes {
   using VI = typename Isa::VI;
   static constexpr bool kNibbles = kBits < 8;
@@ -20,6 +31,7 @@ struct DotCodes {
     for (int t = 0; t < RT; ++t)
       for (int p = 0; p < RP; ++p)
         for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
+    [[maybe_unused]] const typename Isa::VT book = Isa::Table16(kIq4Book.v);
     for (int c = 0; c < G / kChunkCols; ++c) {
       VI w[RP][kVecs][kNibbles ? 2 : 1];
       for (int p = 0; p < RP; ++p) {
@@ -27,6 +39,9 @@ struct DotCodes {
         for (int v = 0; v < kVecs; ++v) {
           if constexpr (kNibbles) {
             Isa::LoadNibbles(chunk + v * L * 4, &w[p][v][0], &w[p][v][1]);
+            if constexpr (kBook) {
+              for (int h = 0; h < 2; ++h) w[p][v][h] = Isa::Lookup16(book, w[p][v][h]);
+            }
             // Plane b: 8 bytes of bit 4 + b for the low nibbles' codes, 8 for the high ones'.
             for (int b = 0; b < kPlanes; ++b) {
               for (int h = 0; h < 2; ++h) Isa::AddBits(chunk + 4 * kPanelRows + 16 * b + 8 * h, v, 16 << b, &w[p][v][h]);
@@ -41,7 +56,7 @@ struct DotCodes {
         for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
           const VI xb = Isa::Set4(x + 4 * h);
           for (int p = 0; p < RP; ++p)
-            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles>(isum[t][p][v], w[p][v][h], xb);
+            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles && !kBook>(isum[t][p][v], w[p][v][h], xb);
         }
       }
     }
@@ -68,10 +83,10 @@ inline void StartDotTile(const MatMulArgs& a, int64_t p0, const uint8_t* (&panel
 // Per group: acc += float(isum - kZero * sum_k xq[k]) * (scale * d), or with offsets
 // acc += float(isum) * (scale * d) and acc += offset * (d * sum_k xq[k]); d is the scale of
 // the activations' block that holds the group.
-template <int G, int kBits, int kZero>
+template <int G, int kBits, int kZero, bool kBook = false>
 struct DotKernel : IsaTiles {
   using VI = typename Isa::VI;
-  using Codes = DotCodes<G, kBits>;
+  using Codes = DotCodes<G, kBits, kBook>;
   static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
   static constexpr size_t kBytes = kHeader + Codes::kBytes;
 
