@@ -197,6 +197,19 @@ void DecodeIntegers(GgmlType type, const void* src, int64_t n, int8_t* q, float*
   }
 }
 
+void SuperBlockScales(GgmlType type, const void* src, int64_t n, float* d, float* dmin) {
+  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+    if (type == GgmlType::kQ2_K) {
+      d[i] = F16ToF32(static_cast<const BlockQ2_K*>(src)[i].d);
+      dmin[i] = F16ToF32(static_cast<const BlockQ2_K*>(src)[i].dmin);
+    } else {
+      CHECK(type == GgmlType::kQ3_K) << "no super-block scales for " << GgmlTypeName(type);
+      d[i] = F16ToF32(static_cast<const BlockQ3_K*>(src)[i].d);
+      dmin[i] = 0.0f;
+    }
+  }
+}
+
 bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n) {
   const std::optional<IntegerForm> form = IntegerFormOf(type);
   if (!form) return false;

@@ -26,6 +26,11 @@ struct IntegerForm {
 // src. q is in [-127, 127]. REQUIRES: IntegerFormOf(type); n a multiple of the block size.
 void DecodeIntegers(GgmlType type, const void* src, int64_t n, int8_t* q, float* scale, float* offset);
 
+// Q2_K and Q3_K: each super-block's d (and Q2_K's dmin; Q3_K's is 0) as floats, per 256
+// values of the row at src. Their integer form's scales are d times small integers (and
+// Q2_K's offsets -dmin times them), exactly in f32.
+void SuperBlockScales(GgmlType type, const void* src, int64_t n, float* d, float* dmin);
+
 // dst[0..n) = the values of the row at src when `type` is one of the types above (then
 // returns true; n must be a multiple of its block size); false for any other type.
 bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n);

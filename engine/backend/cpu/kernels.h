@@ -39,9 +39,9 @@ namespace kvserve::cpu {
 // Integer-dot panels (ComputeDtype kInt8 and kBF16, for every quantized type) multiply int8
 // activations (QuantizedActivations) with the weights' integer codes: value = scale * u +
 // offset with u an unsigned code, per group of G = 16 (Q6_K, Q2_K, Q3_K) or 32 columns (the
-// rest); the types with offsets of their own (Q4_1, Q5_1, Q2_K) store them, the others have
+// rest); the types with offsets of their own (Q4_1, Q5_1) store them, the others have
 // offset = -zero * scale with their kind's zero point (below). Per group the 16 rows' f32
-// scales, their f32 offsets if stored, then the codes. K panels (Q4_K, Q5_K, Q6_K) keep the
+// scales, their f32 offsets if stored, then the codes. K panels (Q2_K-Q6_K) keep the
 // blocks' own integers: per 256 columns the rows' f32 d (and -dmin), then per group the rows'
 // int8 sub-scales sc (and uint8 mins m), then the codes; value = d * sc * u - dmin * m (Q6_K:
 // d * sc * (u - 32)), summed exactly in int32 over the 256 columns. The codes: 4 consecutive columns of a
@@ -50,19 +50,19 @@ namespace kvserve::cpu {
 // of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
 // 5-bit types, two for Q6_K) 8 bytes for the first half and 8 for the second, bit r * 4 + j
 // that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59,
-// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 1.0,
-// Q3_K 0.75.
+// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 0.66,
+// Q3_K 0.58.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
 // pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels (zero
 // points in brackets): 10 4-bit codes per 32 with offsets (Q4_1), 11 5-bit codes per 32 with
-// offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0, IQ4_NL, IQ4_XS), 13 4-bit codes per 16
-// with offsets (Q2_K), 14 K panels of 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32
-// [8] (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 4-bit codes per 16 [4] (Q3_K), 18 and 19
-// K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K), 20 4-bit indices into the IQ4
-// codebook per 32 [128] (IQ4_NL, IQ4_XS; the kernel looks the codes up with vpshufb).
+// offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0), 13 K panels of 4-bit codes per 16 with
+// mins (Q2_K), 14 K panels of 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32 [8]
+// (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 K panels of 4-bit codes per 16 [4] (Q3_K),
+// 18 and 19 K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K), 20 4-bit indices
+// into the IQ4 codebook per 32 [128] (IQ4_NL, IQ4_XS; the kernel looks them up with vpshufb).
 inline constexpr int kBf16PairKind = 6;
 inline constexpr int kOffset16Kind = 9;
 inline constexpr int kFirstDotKind = 10;
@@ -194,9 +194,10 @@ int DotKind(GgmlType type);
 // Per-kind layout of the integer-dot panels, and their packing (kernels_dot.cpp).
 size_t DotPanelBytes(int kind, int64_t cols);
 void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_bytes);
-// A Q4_K, Q5_K or Q6_K row of n values as its blocks hold it: codes u[0..n) (value = d * sc * u
-// - dmin * m; Q6_K d * sc * (u - 32)), per group of 32 (Q6_K: 16) the sub-scale sc and min m
-// (Q6_K: none), per 256 values d and -dmin (Q6_K: d only).
+// A Q4_K, Q5_K, Q6_K, Q2_K or Q3_K row of n values as its blocks hold it: codes u[0..n)
+// (value = d * sc * u - dmin * m; Q6_K d * sc * (u - 32), Q3_K d * sc * (u - 4)), per group
+// of 32 (Q6_K, Q2_K, Q3_K: 16) the sub-scale sc and min m (Q6_K, Q3_K: none), per 256 values d
+// and -dmin (Q6_K, Q3_K: d only).
 void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t* sc, uint8_t* m, float* d,
                 float* ndmin);
 

@@ -39,11 +39,11 @@ DotLayout DotLayoutOf(int kind) {
     case 10: return {32, 4, true, false};
     case 11: return {32, 5, true, false};
     case 12: return {32, 8, false, false};
-    case 13: return {16, 4, true, false};
+    case 13: return {16, 4, true, true};
     case 14: return {16, 6, false, true};
     case 15: return {32, 4, false, false};
     case 16: return {32, 5, false, false};
-    case 17: return {16, 4, false, false};
+    case 17: return {16, 4, false, true};
     case 18: return {32, 4, true, true};
     case 19: return {32, 5, true, true};
     default: return {32, 4, false, false, true};
@@ -88,6 +88,23 @@ void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t
         u[16 * g + l] = static_cast<uint8_t>(nibble | ((b.qh[32 * h + i] >> (2 * q)) & 3) << 4);
       }
     }
+    return;
+  }
+  if (type == GgmlType::kQ2_K || type == GgmlType::kQ3_K) {
+    // Their integer form (ggml_decoders.h): scale = d * sc and offset = -dmin * m exactly, so
+    // the quotients are the blocks' integers. Q3_K's signed codes move by its zero point 4.
+    std::vector<int8_t> q(static_cast<size_t>(n));
+    std::vector<float> scale(static_cast<size_t>(n / 16)), offset(scale.size());
+    DecodeIntegers(type, row, n, q.data(), scale.data(), offset.data());
+    SuperBlockScales(type, row, n, d, ndmin);
+    for (int64_t g = 0; g < n / 16; ++g) {
+      const float ds = d[g / 16], dm = ndmin[g / 16];
+      sc[g] = static_cast<int8_t>(ds != 0.0f ? std::lround(scale[g] / ds) : 0);
+      if (type == GgmlType::kQ2_K) m[g] = static_cast<uint8_t>(dm != 0.0f ? std::lround(-offset[g] / dm) : 0);
+    }
+    for (int64_t s = 0; s < n / 256; ++s) ndmin[s] = -ndmin[s];
+    const int zero = type == GgmlType::kQ3_K ? 4 : 0;
+    for (int64_t k = 0; k < n; ++k) u[k] = static_cast<uint8_t>(q[k] + zero);
     return;
   }
   // Q4_K / Q5_K: sub-block j = 2c + h of a super-block holds values 64c + 32h + l, nibble h of
