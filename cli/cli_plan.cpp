@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cache/capacity_planner.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic.h"
@@ -35,26 +36,9 @@ struct ModelShape {
   std::string description;
 };
 
-// Weight bytes as the CPU kernels hold them (engine/backend/cpu/kernels.h): F32/F16/BF16/Q8_0/
-// Q4_0 tensors as stored, Q4_K with its sub-block scales unpacked to f32 (0.75 bytes per
-// weight), Q5_0 and IQ4_NL as int8 values with f16 scales per 32 (1.0625), Q4_1, Q5_1, Q5_K,
-// Q3_K, Q6_K and IQ4_XS as int8 values with f32 scales (1.25), Q2_K with f32 scales and
-// offsets per 16 (1.5).
+// Weight bytes as the CPU kernels hold them in the default compute mode (int8).
 int64_t ServedBytes(const GgufTensorInfo& t) {
-  const auto n = static_cast<int64_t>(t.num_elements);
-  switch (t.type) {
-    case GgmlType::kQ4_K: return n * 3 / 4;
-    case GgmlType::kQ5_0:
-    case GgmlType::kIQ4_NL: return n * 17 / 16;
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kIQ4_XS: return n * 5 / 4;
-    case GgmlType::kQ2_K: return n * 3 / 2;
-    default: return static_cast<int64_t>(t.nbytes);
-  }
+  return CpuWeightBytes(t.type, static_cast<int64_t>(t.num_elements), static_cast<int64_t>(t.nbytes));
 }
 
 StatusOr<ModelShape> ReadShape(const std::string& spec) {

@@ -51,6 +51,14 @@ StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::stri
   return InvalidArgumentError("--compute-dtype: '" + std::string(requested) + "' is not f32, bf16, int8 or auto");
 }
 
+int64_t CpuWeightBytes(GgmlType type, int64_t num_elements, int64_t file_bytes) {
+  const int kind = cpu::DotKind(type);
+  if (kind < 0) return file_bytes;
+  constexpr int64_t kCols = 4096;  // a multiple of every block; the panels' 64-byte padding aside
+  const double per_weight = static_cast<double>(cpu::DotPanelBytes(kind, kCols)) / (kCols * cpu::kPanelRows);
+  return static_cast<int64_t>(static_cast<double>(num_elements) * per_weight);
+}
+
 StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config, const Model& model) {
   if (config.device == "cpu") {
     CpuBackendOptions options;

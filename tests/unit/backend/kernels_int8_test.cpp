@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/kernels.h"
 #include "tests/unit/backend/kernels_test_util.h"
 
@@ -177,11 +178,13 @@ TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
                 {GgmlType::kQ5_0, 0.75},   {GgmlType::kQ5_1, 0.875},   {GgmlType::kQ5_K, 0.71875},
                 {GgmlType::kQ8_0, 1.125},  {GgmlType::kIQ4_NL, 0.625}, {GgmlType::kIQ4_XS, 0.625},
                 {GgmlType::kQ6_K, 0.828125}, {GgmlType::kQ2_K, 0.65625}, {GgmlType::kQ3_K, 0.578125}};
+  EXPECT_EQ(CpuWeightBytes(GgmlType::kF16, rows * cols, 123), 123);  // float tensors as stored
   for (const auto& c : kCases) {
     EncodedMatrix m = Encode(c.type, Random(rows * cols, 4), rows, cols);
-    EXPECT_DOUBLE_EQ(static_cast<double>(PackedMatrix(m.w, ComputeDtype::kInt8).nbytes()) / (rows * cols),
-                     c.bytes_per_weight)
-        << GgmlTypeName(c.type);
+    const size_t nbytes = PackedMatrix(m.w, ComputeDtype::kInt8).nbytes();
+    EXPECT_DOUBLE_EQ(static_cast<double>(nbytes) / (rows * cols), c.bytes_per_weight) << GgmlTypeName(c.type);
+    // What `kvserve plan` counts.
+    EXPECT_EQ(CpuWeightBytes(c.type, rows * cols, 0), static_cast<int64_t>(nbytes)) << GgmlTypeName(c.type);
   }
 }
 
