@@ -136,18 +136,15 @@ void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t
 
 namespace {
 
-// A row as value k = scale[k / G] * u[k] + offset[k / G] with unsigned codes u (G from the
-// type's kind): Q8_0, Q4_0 and the read-only types (ggml_decoders.h). The scales are ggml's
-// decoder's (d * sub-block scale). The types without offsets of their own (Q8_0, Q4_0, Q5_0,
-// Q3_K, IQ4) have offset = -zero * scale with their kind's zero point (kernels.h), which their
-// panels do not store.
+// A row of Q8_0, Q4_0 or a 32-value read-only type (ggml_decoders.h) as unsigned codes u and
+// per 32 values ggml's decoder's scale: value k = scale[k / 32] * (u[k] - zero) with the kind's
+// zero point (kernels.h), or for Q4_1/Q5_1 scale * u + offset (offset written only for them).
 void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* scale, float* offset) {
   switch (type) {
     case GgmlType::kQ8_0: {
       const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
       for (int64_t i = 0; i < n / 32; ++i) {
         scale[i] = F16ToF32(b[i].d);
-        offset[i] = -128.0f * scale[i];
         for (int j = 0; j < 32; ++j) u[32 * i + j] = static_cast<uint8_t>(b[i].qs[j] + 128);
       }
       return;
@@ -156,7 +153,6 @@ void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* s
       const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
       for (int64_t i = 0; i < n / 32; ++i) {
         scale[i] = F16ToF32(b[i].d);
-        offset[i] = -8.0f * scale[i];
         for (int j = 0; j < 16; ++j) {
           u[32 * i + j] = b[i].qs[j] & 0xF;
           u[32 * i + j + 16] = b[i].qs[j] >> 4;
@@ -170,13 +166,9 @@ void DotCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, float* s
       CHECK(form.has_value()) << "no integer-dot codes for " << GgmlTypeName(type);
       int zero = 128;  // IQ4_NL, IQ4_XS: codebook values in [-127, 113]
       if (type == GgmlType::kQ5_0) zero = 16;
-      if (type == GgmlType::kQ3_K) zero = 4;
-      if (form->has_offset) zero = 0;  // Q4_1, Q5_1, Q2_K: codes from 0
+      if (form->has_offset) zero = 0;  // Q4_1, Q5_1: codes from 0, offsets of their own
       std::vector<int8_t> q(static_cast<size_t>(n));
       DecodeIntegers(type, row, n, q.data(), scale, offset);
-      for (int64_t g = 0; g < n / form->group; ++g) {
-        offset[g] = (form->has_offset ? offset[g] : 0.0f) - static_cast<float>(zero) * scale[g];
-      }
       for (int64_t k = 0; k < n; ++k) u[k] = static_cast<uint8_t>(q[k] + zero);
       return;
     }
