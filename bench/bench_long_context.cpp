@@ -7,11 +7,11 @@
 //            bandwidth / (weight bytes + KV bytes read per token at that context);
 //
 // for C = 512, 2048 and 4096, in F32 and BF16 compute (--compute-dtype) in the same run; then
-// at C = 4096 in F32 compute with the F16, INT4 and INT4C KV caches side by side (what reading
-// keys per channel and the staged block costs attention); and prefill at C = 4096 with attention
-// query tiles of 1, 4, 8 and 16 tokens.
+// at C = 4096 in F32 compute with the F16, INT8, INT4 and INT4C KV caches side by side (what
+// decoding quantized blocks, reading keys per channel and the staged block cost attention); and
+// prefill at C = 4096 with attention query tiles of 1, 4, 8 and 16 tokens.
 //
-// Usage: bench_long_context [--output FILE] [--quick]
+// Usage: bench_long_context [--output FILE] [--quick] [--kv-only]  (--kv-only: the KV dtype table)
 #include <omp.h>
 
 #include <algorithm>
@@ -83,7 +83,7 @@ Result Run(const Model& model, ComputeDtype compute, int context, int reps, KvDt
 
 int Main(int argc, char** argv) {
   std::string output, command = argv[0];
-  bool quick = false;
+  bool quick = false, kv_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     command += " " + a;
@@ -92,8 +92,10 @@ int Main(int argc, char** argv) {
       command += std::string(" ") + argv[i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--kv-only") {
+      kv_only = true;
     } else {
-      std::fprintf(stderr, "usage: bench_long_context [--output FILE] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_long_context [--output FILE] [--quick] [--kv-only]\n");
       return 2;
     }
   }
@@ -125,12 +127,15 @@ int Main(int argc, char** argv) {
         "memory roofline: read its column as DRAM-bound reference only.\n\n",
         l3 >> 20);
   }
-  md += "| context | compute | prefill tok/s | decode tok/s | bandwidth GB/s | decode roofline tok/s | "
-        "decode / roofline |\n|---|---|---|---|---|---|---|\n";
+  if (!kv_only) {
+    md += "| context | compute | prefill tok/s | decode tok/s | bandwidth GB/s | decode roofline tok/s | "
+          "decode / roofline |\n|---|---|---|---|---|---|---|\n";
+  }
   std::printf("%s", md.c_str());
   std::fflush(stdout);
   BandwidthProbe probe(kThreads);
   for (int context : {512, 2048, 4096}) {
+    if (kv_only) break;
     for (ComputeDtype compute : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
       const double bandwidth = probe.Measure(5).median;
       const Result r = Run(model, compute, context, quick ? 1 : 3);
@@ -143,18 +148,19 @@ int Main(int argc, char** argv) {
       md += row;
     }
   }
-  md += "\n## KV cache dtypes at 4096 tokens (F32 compute)\n\nThe three caches in turn, twice; best of each.\n\n"
+  md += "\n## KV cache dtypes at 4096 tokens (F32 compute)\n\nThe caches in turn, twice; best of each.\n\n"
         "| kv cache | prefill tok/s | decode tok/s | prefill x f16 | decode x f16 |\n|---|---|---|---|---|\n";
-  const KvDtype kvs[] = {KvDtype::kF16, KvDtype::kInt4, KvDtype::kInt4C};
-  Result by_kv[3];
+  const KvDtype kvs[] = {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kInt4C};
+  constexpr int kNumKv = static_cast<int>(std::size(kvs));
+  Result by_kv[kNumKv];
   for (int round = 0; round < 2; ++round) {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kNumKv; ++i) {
       const Result r = Run(model, ComputeDtype::kF32, 4096, 1, kvs[i]);
       by_kv[i].prefill_tps = std::max(by_kv[i].prefill_tps, r.prefill_tps);
       by_kv[i].decode_tps = std::max(by_kv[i].decode_tps, r.decode_tps);
     }
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kNumKv; ++i) {
     const std::string row = fmt::format("| {} | {:.0f} | {:.1f} | {:.2f} | {:.2f} |\n", KvDtypeName(kvs[i]),
                                         by_kv[i].prefill_tps, by_kv[i].decode_tps,
                                         by_kv[i].prefill_tps / by_kv[0].prefill_tps,
@@ -162,6 +168,7 @@ int Main(int argc, char** argv) {
     std::printf("%s", row.c_str());
     md += row;
   }
+  if (kv_only) return bench_report::WriteMarkdown(output, md);
   md += "\n## Attention query tiles at 4096 tokens (F16 KV, F32 compute)\n\nA prefill chunk's queries read each "
         "K/V block once per tile of consecutive queries (CpuBackendOptions::attention_query_tile; 1 = each query "
         "alone, the results are the same bits). Alternated twice; best of each.\n\n"

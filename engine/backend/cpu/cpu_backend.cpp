@@ -97,6 +97,7 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   attn_ws_stride_ = static_cast<size_t>(n_rep) * (config_.head_dim + spec.block_size() + 2);
   attn_ws_stride_ = (attn_ws_stride_ + 15) / 16 * 16;  // keep each thread's slice cache-line aligned
   attn_ws_.assign(attn_ws_stride_ * query_tile_ * num_threads_, 0.0f);
+  kv_ws_.assign(static_cast<size_t>(2 * spec.block_size() * config_.head_dim) * num_threads_, 0.0f);
   return OkStatus();
 }
 
@@ -306,9 +307,16 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
     const int g = u / num_tiles;
     const int32_t* table = &b.block_tables[static_cast<size_t>(tile.seq) * b.max_blocks_per_seq];
     const KvDtype d = s.dtype(layer, g);
-    const cpu::KvDotFn dot = kernels_->kv_dot[static_cast<int>(RowDtype(d))];
-    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[static_cast<int>(RowDtype(d))];
+    // Float rows are read in place; a quantized block's rows are decoded to F32 once (kf, vf)
+    // for all queries of the tile, so a query's arithmetic does not depend on the tiling.
+    const bool quantized = IsQuantized(d);
+    const int row_kind = static_cast<int>(quantized ? KvDtype::kF32 : d);
+    const cpu::KvDotFn dot = kernels_->kv_dot[row_kind];
+    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[row_kind];
+    const cpu::KvDecodeFn decode = d == KvDtype::kInt8 ? kernels_->kv_decode_int8 : kernels_->kv_decode_int4;
     const bool per_channel = KeysPerChannel(d);
+    float* kf = &kv_ws_[static_cast<size_t>(2 * bs * hd) * omp_get_thread_num()];
+    float* vf = kf + static_cast<size_t>(bs) * hd;
 
     // Per query i of the tile: acc [n_rep][hd], scores [n_rep][bs], max [n_rep], sum [n_rep].
     float* ws = &attn_ws_[attn_ws_stride_ * query_tile_ * omp_get_thread_num()];
@@ -339,6 +347,17 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           __builtin_prefetch(next + s.segment_offset(layer, 1, g) + off);
         }
       }
+      const auto* kscales = reinterpret_cast<const uint16_t*>(kseg + scales_off);
+      const auto* vscales = reinterpret_cast<const uint16_t*>(vseg + scales_off);
+      const int block_rows = std::min(bs, hi - start);  // written rows some query of the tile reads
+      bool keys_decoded = false;
+      if (quantized) {
+        decode(cpu::KvRows{vseg, vscales, block_rows}, hd, s.group_size(), vf);
+        if (!per_channel) {
+          decode(cpu::KvRows{kseg, kscales, block_rows}, hd, s.group_size(), kf);
+          keys_decoded = true;
+        }
+      }
       for (int i = 0; i < tile.count; ++i) {
         const int t = tile.first + i;
         const int ctx = b.positions[t] + 1;
@@ -348,20 +367,21 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
         float* scores = acc + n_rep * hd;
         float* max = scores + n_rep * bs;
         float* sum = max + n_rep;
-        const cpu::KvRows krows{kseg, reinterpret_cast<const uint16_t*>(kseg + scales_off), std::min(bs, ctx - start)};
-        const cpu::KvRows vrows{vseg, reinterpret_cast<const uint16_t*>(vseg + scales_off), krows.n};
+        const int n = std::min(bs, ctx - start);
+        cpu::KvRows krows{quantized ? reinterpret_cast<const uint8_t*>(kf) : kseg, nullptr, n};
+        const cpu::KvRows vrows{quantized ? reinterpret_cast<const uint8_t*>(vf) : vseg, nullptr, n};
+        cpu::KvDotFn key_dot = dot;
+        if (per_channel && start == (ctx - 1) / bs * bs) {  // INT4C: a query's own block is staged F16
+          krows.data = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
+          key_dot = kernels_->kv_dot[static_cast<int>(KvDtype::kF16)];
+        } else if (per_channel && !keys_decoded) {  // earlier blocks: per channel
+          kernels_->kv_decode_channel(kseg, block_rows, kscales, hd, s.group_size(), kf);
+          keys_decoded = true;
+        }
         const float* q = &q_[static_cast<size_t>(t) * c.q_dim() + static_cast<size_t>(g) * n_rep * hd];
         for (int r = 0; r < n_rep; ++r) {
           float* sc = scores + r * bs;
-          if (!per_channel) {
-            dot(q + r * hd, krows, hd, s.group_size(), sc);
-          } else if (start == (ctx - 1) / bs * bs) {  // INT4C: a query's own block is staged F16
-            const auto* staged = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
-            kernels_->kv_dot[static_cast<int>(KvDtype::kF16)](q + r * hd, cpu::KvRows{staged, nullptr, krows.n}, hd,
-                                                              s.group_size(), sc);
-          } else {  // earlier blocks: per channel
-            kernels_->kv_dot_channel(q + r * hd, kseg, krows.n, krows.scales, hd, s.group_size(), sc);
-          }
+          key_dot(q + r * hd, krows, hd, sc);
           if (cap > 0) {
             for (int j = 0; j < krows.n; ++j) sc[j] = cap * std::tanh(sc[j] / cap);
           }
@@ -374,7 +394,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
             max[r] = block_max;
           }
           sum[r] += kernels_->exp_sub_sum(sc, krows.n, max[r]);
-          axpy(sc, vrows, hd, s.group_size(), acc + r * hd);
+          axpy(sc, vrows, hd, acc + r * hd);
         }
       }
     }

@@ -125,6 +125,7 @@ class CpuBackend final : public Backend {
   std::vector<QueryTile> query_tiles_;
   std::vector<float> attn_ws_;
   size_t attn_ws_stride_ = 0;  // floats per query
+  std::vector<float> kv_ws_;   // per thread: a quantized block's keys and values as F32 [2][block][head_dim]
 };
 
 }  // namespace kvserve

@@ -159,26 +159,29 @@ struct KvRows {
   const uint16_t* scales = nullptr;
   int n = 0;
 };
-// scores[j] = dot(q, row j) for j < rows.n.
-using KvDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, int group_size,
-                         float* scores);
-// acc[d] += sum_j p[j] * row j[d].
-using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int group_size,
-                          float* acc);
+// Float rows (F32, F16, BF16): scores[j] = dot(q, row j) for j < rows.n.
+using KvDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, float* scores);
+// Float rows: acc[d] += sum_j p[j] * row j[d].
+using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, float* acc);
+// Quantized rows decoded to F32 out[rows.n][head_dim], the bits of the codec's DecodeKvRow.
+using KvDecodeFn = void (*)(const KvRows& rows, int head_dim, int group_size, float* out);
 
 struct KernelTable {
   std::string_view isa;
   // Indexed by PackedMatrix::kind().
   MatMulRangeFn matmul[kNumMatMulKinds];
-  // Indexed by static_cast<int>(RowDtype(dtype)) (kv_spec.h; F32 ... INT4).
-  KvDotFn kv_dot[5];
-  KvAxpyFn kv_axpy[5];
-  // INT4C keys of a full block (kv_spec.h): scores[j] = dot(q, row j) for j < n, the rows'
-  // codes `data` quantized per channel with params[head_dim][2] {scale, bias}.
+  // Indexed by static_cast<int>(dtype) of the float dtypes (kv_spec.h: F32, F16, BF16).
+  // Attention decodes a quantized block's rows to F32 once and reads them as F32 rows, so
+  // every query of a tile and every batch size does the same arithmetic.
+  KvDotFn kv_dot[3];
+  KvAxpyFn kv_axpy[3];
+  KvDecodeFn kv_decode_int8, kv_decode_int4;
+  // INT4C keys of a full block (kv_spec.h) decoded to F32 out[n][head_dim], the bits of the
+  // codec's DecodeKvKeyRowPerChannel: the rows' codes `data`, params[head_dim][2] {scale, bias}.
   // REQUIRES: head_dim <= kMaxChannelKeyHeadDim.
-  void (*kv_dot_channel)(const float* q, const uint8_t* data, int n, const uint16_t* params, int head_dim,
-                         int group_size, float* scores);
-  // scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
+  void (*kv_decode_channel)(const uint8_t* data, int n, const uint16_t* params, int head_dim, int group_size,
+                            float* out);
+// scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
   // below max - 87, -inf included, give exactly 0); returns their sum.
   float (*exp_sub_sum)(float* scores, int n, float max);
   // The largest of x[0..n), n >= 1 (-inf when all are).

@@ -436,14 +436,12 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_dot[static_cast<int>(KvDtype::kF32)] = &KvDot<KvDtype::kF32>;
   t.kv_dot[static_cast<int>(KvDtype::kF16)] = &KvDot<KvDtype::kF16>;
   t.kv_dot[static_cast<int>(KvDtype::kBF16)] = &KvDot<KvDtype::kBF16>;
-  t.kv_dot[static_cast<int>(KvDtype::kInt8)] = &KvDot<KvDtype::kInt8>;
-  t.kv_dot[static_cast<int>(KvDtype::kInt4)] = &KvDot<KvDtype::kInt4>;
   t.kv_axpy[static_cast<int>(KvDtype::kF32)] = &KvAxpy<KvDtype::kF32>;
   t.kv_axpy[static_cast<int>(KvDtype::kF16)] = &KvAxpy<KvDtype::kF16>;
   t.kv_axpy[static_cast<int>(KvDtype::kBF16)] = &KvAxpy<KvDtype::kBF16>;
-  t.kv_axpy[static_cast<int>(KvDtype::kInt8)] = &KvAxpy<KvDtype::kInt8>;
-  t.kv_axpy[static_cast<int>(KvDtype::kInt4)] = &KvAxpy<KvDtype::kInt4>;
-  t.kv_dot_channel = &KvDotChannel;
+  t.kv_decode_int8 = &KvDecode<KvDtype::kInt8>;
+  t.kv_decode_int4 = &KvDecode<KvDtype::kInt4>;
+  t.kv_decode_channel = &KvDecodeChannel;
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;
   return t;

@@ -69,28 +69,6 @@ inline float ExpSubSum(float* s, int n, float max) {
   return Isa::Reduce(total);
 }
 
-// Quantized rows (cache/kv_codec.h): a code q stands for q * scale + bias per group, so
-//   dot(q, row)     = sum_g scale_g * dot(q_g, codes_g) + bias_g * sum(q_g)
-//   acc += p * row  : acc_g += (p * scale_g) * codes_g + p * bias_g
-// with sum(q_g) computed once per call and p * bias_g summed over the rows once per group.
-inline float Param(const KvRows& rows, int row, int groups, int g, int which) {
-  return Isa::F16(rows.scales[(row * groups + g) * kKvParamsPerGroup + which]);
-}
-
-// sum_i qg[i] * (code i - 8) over one INT4 group of 2 * half values packed in `bytes` (value i
-// in the low nibble of byte i, value half + i in its high nibble).
-inline float Int4CodeDot(const float* qg, const uint8_t* bytes, int half) {
-  V acc = Isa::Zero();
-  int i = 0;
-  for (; i + L <= half; i += L) {
-    acc = Isa::Fma(Isa::Load(qg + i), Isa::LoadU4Lo(bytes + i), acc);
-    acc = Isa::Fma(Isa::Load(qg + half + i), Isa::LoadU4Hi(bytes + i), acc);
-  }
-  float tail = 0.0f;
-  for (; i < half; ++i) tail += qg[i] * ((bytes[i] & 0xF) - 8) + qg[half + i] * ((bytes[i] >> 4) - 8);
-  return Isa::Reduce(acc) + tail;
-}
-
 // scores[r] = dot(q, row r) for the m <= L float rows from `row`: per row a vector of partial
 // sums, then one transposing reduction for all of them. C > 0: head_dim = C * L, unrolled
 // so the partial sums and q stay in registers; C = 0: any head_dim.
@@ -128,83 +106,21 @@ inline void KvDotFloatRows(const float* q, const uint8_t* row, size_t row_bytes,
 }
 
 template <KvDtype D>
-void KvDot(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
+void KvDot(const float* q, const KvRows& rows, int head_dim, float* scores) {
+  static_assert(!IsQuantized(D), "quantized rows are decoded first (KvDecode)");
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
-  const int groups = head_dim / group_size;
-  float qsum[kMaxKvGroupsPerRow];
-  if constexpr (IsQuantized(D)) {
-    for (int g = 0; g < groups; ++g) {
-      float t = 0.0f;
-      for (int i = g * group_size; i < (g + 1) * group_size; ++i) t += q[i];
-      qsum[g] = t;
-    }
-  }
-  for (int j = 0; j < rows.n; ++j) {
+  // L rows at a time (see KvDotFloatRows); the head dims models use most get unrolled code.
+  for (int j = 0; j < rows.n; j += L) {
     const uint8_t* row = rows.data + j * row_bytes;
-    if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
-      // L rows at a time (see KvDotFloatRows); the head dims models use most get unrolled code.
-      const int m = rows.n - j < L ? rows.n - j : L;
-      if (head_dim == 64 && 64 % L == 0) {
-        KvDotFloatRows<D, 64 / L>(q, row, row_bytes, m, 64, scores + j);
-      } else if (head_dim == 128 && 128 % L == 0) {
-        KvDotFloatRows<D, 128 / L>(q, row, row_bytes, m, 128, scores + j);
-      } else {
-        KvDotFloatRows<D, 0>(q, row, row_bytes, m, head_dim, scores + j);
-      }
-      j += L - 1;
-    } else if constexpr (D == KvDtype::kInt8) {
-      const int8_t* r8 = reinterpret_cast<const int8_t*>(row);
-      float s = 0.0f;
-      for (int g = 0; g < groups; ++g) {
-        V acc = Isa::Zero();
-        for (int k = g * group_size; k < (g + 1) * group_size; k += L) {
-          const int n = (g + 1) * group_size - k < L ? (g + 1) * group_size - k : L;
-          const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
-          const V kv = n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n);
-          acc = Isa::Fma(qv, kv, acc);
-        }
-        s += Isa::Reduce(acc) * Param(rows, j, groups, g, 0) + qsum[g] * Param(rows, j, groups, g, 1);
-      }
-      scores[j] = s;
-    } else {  // INT4
-      const int half = group_size / 2;
-      float s = 0.0f;
-      for (int g = 0; g < groups; ++g) {
-        s += Int4CodeDot(q + g * group_size, row + g * half, half) * Param(rows, j, groups, g, 0) +
-             qsum[g] * Param(rows, j, groups, g, 1);
-      }
-      scores[j] = s;
+    const int m = rows.n - j < L ? rows.n - j : L;
+    if (head_dim == 64 && 64 % L == 0) {
+      KvDotFloatRows<D, 64 / L>(q, row, row_bytes, m, 64, scores + j);
+    } else if (head_dim == 128 && 128 % L == 0) {
+      KvDotFloatRows<D, 128 / L>(q, row, row_bytes, m, 128, scores + j);
+    } else {
+      KvDotFloatRows<D, 0>(q, row, row_bytes, m, head_dim, scores + j);
     }
   }
-}
-
-// INT4C keys of a full block (kv_spec.h): channel c's code stands for code * scale_c + bias_c,
-// so dot(q, row) = dot(q * scale, codes) + dot(q, bias): the scaled q and the bias term once
-// per call, then each row's codes as an INT4 row without group parameters.
-inline void KvDotChannel(const float* q, const uint8_t* data, int n, const uint16_t* params, int head_dim,
-                         int group_size, float* scores) {
-  alignas(64) float qs[kMaxChannelKeyHeadDim];
-  float bias = 0.0f;
-  for (int c = 0; c < head_dim; ++c) {
-    qs[c] = q[c] * Isa::F16(params[2 * c]);
-    bias += q[c] * Isa::F16(params[2 * c + 1]);
-  }
-  const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4, head_dim);
-  const int half = group_size / 2;
-  for (int j = 0; j < n; ++j) {
-    float s = bias;
-    for (int g = 0; g < head_dim / group_size; ++g) {
-      s += Int4CodeDot(qs + g * group_size, data + j * row_bytes + g * half, half);
-    }
-    scores[j] = s;
-  }
-}
-
-// sum_j p[j] * bias of row j's group g.
-inline float BiasSum(const float* p, const KvRows& rows, int groups, int g) {
-  float t = 0.0f;
-  for (int j = 0; j < rows.n; ++j) t += p[j] * Param(rows, j, groups, g, 1);
-  return t;
 }
 
 // acc += sum_j p[j] * row j for float rows of C * L values: even and odd rows accumulate
@@ -233,71 +149,98 @@ inline void KvAxpyFloatFixed(const float* p, const KvRows& rows, size_t row_byte
 }
 
 template <KvDtype D>
-void KvAxpy(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc) {
+void KvAxpy(const float* p, const KvRows& rows, int head_dim, float* acc) {
+  static_assert(!IsQuantized(D), "quantized rows are decoded first (KvDecode)");
+  const size_t row_bytes = KvRowDataBytes(D, head_dim);
+  if (head_dim == 64 && 64 % L == 0) return KvAxpyFloatFixed<D, 64 / L>(p, rows, row_bytes, acc);
+  if (head_dim == 128 && 128 % L == 0) return KvAxpyFloatFixed<D, 128 / L>(p, rows, row_bytes, acc);
+  for (int k = 0; k < head_dim; k += L) {
+    const int n = head_dim - k < L ? head_dim - k : L;
+    V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
+    for (int j = 0; j < rows.n; ++j) {
+      a = Isa::Fma(Isa::Set1(p[j]), LoadKvFloat<D>(rows.data + j * row_bytes, k, n), a);
+    }
+    if (n == L) {
+      Isa::Store(acc + k, a);
+    } else {
+      Isa::StoreN(acc + k, a, n);
+    }
+  }
+}
+
+// ---- Quantized rows decoded to F32 ------------------------------------------------------
+// A code q stands for fma(q, scale, bias) (cache/kv_codec.h), so these give the codec's bits.
+
+inline void StoreX(float* p, V v, int n) {
+  if (n == L) {
+    Isa::Store(p, v);
+  } else {
+    Isa::StoreN(p, v, n);
+  }
+}
+
+// Rows of INT8 or INT4 codes with per-token groups ({scale, bias} f16 per group).
+template <KvDtype D>
+void KvDecode(const KvRows& rows, int head_dim, int group_size, float* out) {
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
   const int groups = head_dim / group_size;
-  if constexpr (D == KvDtype::kF32 || D == KvDtype::kF16 || D == KvDtype::kBF16) {
-    if (head_dim == 64 && 64 % L == 0) return KvAxpyFloatFixed<D, 64 / L>(p, rows, row_bytes, acc);
-    if (head_dim == 128 && 128 % L == 0) return KvAxpyFloatFixed<D, 128 / L>(p, rows, row_bytes, acc);
-    for (int k = 0; k < head_dim; k += L) {
-      const int n = head_dim - k < L ? head_dim - k : L;
-      V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
-      for (int j = 0; j < rows.n; ++j) {
-        a = Isa::Fma(Isa::Set1(p[j]), LoadKvFloat<D>(rows.data + j * row_bytes, k, n), a);
-      }
-      if (n == L) {
-        Isa::Store(acc + k, a);
-      } else {
-        Isa::StoreN(acc + k, a, n);
-      }
-    }
-  } else if constexpr (D == KvDtype::kInt8) {
+  for (int j = 0; j < rows.n; ++j) {
+    const uint8_t* row = rows.data + j * row_bytes;
+    float* dst = out + static_cast<size_t>(j) * head_dim;
     for (int g = 0; g < groups; ++g) {
-      const V bias = Isa::Set1(BiasSum(p, rows, groups, g));
-      for (int k = g * group_size; k < (g + 1) * group_size; k += L) {
-        const int n = (g + 1) * group_size - k < L ? (g + 1) * group_size - k : L;
-        V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
-        a = Isa::Fma(bias, Isa::Set1(1.0f), a);
-        for (int j = 0; j < rows.n; ++j) {
-          const int8_t* r8 = reinterpret_cast<const int8_t*>(rows.data + j * row_bytes);
-          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
-          a = Isa::Fma(w, n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n), a);
+      const uint16_t* params = rows.scales + (static_cast<size_t>(j) * groups + g) * kKvParamsPerGroup;
+      const V scale = Isa::Set1(Isa::F16(params[0])), bias = Isa::Set1(Isa::F16(params[1]));
+      float* dg = dst + g * group_size;
+      if constexpr (D == KvDtype::kInt8) {
+        const int8_t* r8 = reinterpret_cast<const int8_t*>(row) + g * group_size;
+        for (int k = 0; k < group_size; k += L) {
+          const int n = group_size - k < L ? group_size - k : L;
+          StoreX(dg + k, Isa::Fma(n == L ? Isa::LoadI8(r8 + k) : LoadI8Tail(r8 + k, n), scale, bias), n);
         }
-        if (n == L) {
-          Isa::Store(acc + k, a);
-        } else {
-          Isa::StoreN(acc + k, a, n);
+      } else {  // INT4: value i in the low nibble of byte i, value half + i in its high nibble
+        static_assert(D == KvDtype::kInt4);
+        const int half = group_size / 2;
+        const uint8_t* bytes = row + g * half;
+        int i = 0;
+        for (; i + L <= half; i += L) {
+          Isa::Store(dg + i, Isa::Fma(Isa::LoadU4Lo(bytes + i), scale, bias));
+          Isa::Store(dg + half + i, Isa::Fma(Isa::LoadU4Hi(bytes + i), scale, bias));
+        }
+        const float s = Isa::F16(params[0]), b = Isa::F16(params[1]);
+        for (; i < half; ++i) {
+          dg[i] = std::fma(static_cast<float>((bytes[i] & 0xF) - 8), s, b);
+          dg[half + i] = std::fma(static_cast<float>((bytes[i] >> 4) - 8), s, b);
         }
       }
     }
-  } else {  // INT4
-    const int half = group_size / 2;
-    for (int g = 0; g < groups; ++g) {
-      float* ag = acc + g * group_size;
-      const float bias = BiasSum(p, rows, groups, g);
-      const V bias_v = Isa::Set1(bias);
+  }
+}
+
+// INT4C keys of a full block (kv_spec.h): channel c's code q stands for fma(q, scale_c, bias_c).
+inline void KvDecodeChannel(const uint8_t* data, int n, const uint16_t* params, int head_dim, int group_size,
+                            float* out) {
+  alignas(64) float scale[kMaxChannelKeyHeadDim], bias[kMaxChannelKeyHeadDim];
+  for (int c = 0; c < head_dim; ++c) {
+    scale[c] = Isa::F16(params[kKvParamsPerGroup * c]);
+    bias[c] = Isa::F16(params[kKvParamsPerGroup * c + 1]);
+  }
+  const size_t row_bytes = KvRowDataBytes(KvDtype::kInt4, head_dim);
+  const int half = group_size / 2;
+  for (int j = 0; j < n; ++j) {
+    float* dst = out + static_cast<size_t>(j) * head_dim;
+    for (int g = 0; g < head_dim / group_size; ++g) {
+      const uint8_t* bytes = data + j * row_bytes + g * half;
+      const int c0 = g * group_size;
       int i = 0;
       for (; i + L <= half; i += L) {
-        V lo = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + i));
-        V hi = Isa::Fma(bias_v, Isa::Set1(1.0f), Isa::Load(ag + half + i));
-        for (int j = 0; j < rows.n; ++j) {
-          const uint8_t* bytes = rows.data + j * row_bytes + g * half;
-          const V w = Isa::Set1(p[j] * Param(rows, j, groups, g, 0));
-          lo = Isa::Fma(w, Isa::LoadU4Lo(bytes + i), lo);
-          hi = Isa::Fma(w, Isa::LoadU4Hi(bytes + i), hi);
-        }
-        Isa::Store(ag + i, lo);
-        Isa::Store(ag + half + i, hi);
+        const int lo = c0 + i, hi = c0 + half + i;
+        Isa::Store(dst + lo, Isa::Fma(Isa::LoadU4Lo(bytes + i), Isa::Load(scale + lo), Isa::Load(bias + lo)));
+        Isa::Store(dst + hi, Isa::Fma(Isa::LoadU4Hi(bytes + i), Isa::Load(scale + hi), Isa::Load(bias + hi)));
       }
       for (; i < half; ++i) {
-        ag[i] += bias;
-        ag[half + i] += bias;
-        for (int j = 0; j < rows.n; ++j) {
-          const uint8_t b = rows.data[j * row_bytes + g * half + i];
-          const float w = p[j] * Param(rows, j, groups, g, 0);
-          ag[i] += w * ((b & 0xF) - 8);
-          ag[half + i] += w * ((b >> 4) - 8);
-        }
+        const int lo = c0 + i, hi = c0 + half + i;
+        dst[lo] = std::fma(static_cast<float>((bytes[i] & 0xF) - 8), scale[lo], bias[lo]);
+        dst[hi] = std::fma(static_cast<float>((bytes[i] >> 4) - 8), scale[hi], bias[hi]);
       }
     }
   }

@@ -124,30 +124,24 @@ TEST_P(KernelsTest, MatMulIsIndependentOfBatchComposition) {
 
 TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
   const KernelTable* table = KernelsFor(GetParam());
-  for (int head_dim : {8, 64, 128}) {
-    for (int group : {8, 32, 64, 128}) {
-      if (group > head_dim || head_dim % group) continue;
-      for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
-        const int n = 11;
+  for (int head_dim : {8, 64, 128, 96}) {
+    for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16}) {
+      for (int n : {11, 16, 33}) {
         const size_t row_bytes = KvRowDataBytes(d, head_dim);
         std::vector<uint8_t> data(n * row_bytes);
-        const int params = kKvParamsPerGroup * head_dim / group;
-        std::vector<uint16_t> scales(n * params);
         std::vector<float> decoded(n * head_dim);
-        std::vector<float> src = Random(n * head_dim, 5);
-        // Per-channel offsets, as RoPE'd keys have: the groups' biases are far from zero.
-        for (size_t i = 0; i < src.size(); ++i) src[i] += 0.3f * static_cast<float>(i % head_dim % 5) - 0.5f;
+        const std::vector<float> src = Random(n * head_dim, 5);
         for (int j = 0; j < n; ++j) {
-          EncodeKvRow(d, &src[j * head_dim], head_dim, group, &data[j * row_bytes], &scales[j * params]);
-          DecodeKvRow(d, &data[j * row_bytes], &scales[j * params], head_dim, group, &decoded[j * head_dim]);
+          EncodeKvRow(d, &src[j * head_dim], head_dim, head_dim, &data[j * row_bytes], nullptr);
+          DecodeKvRow(d, &data[j * row_bytes], nullptr, head_dim, head_dim, &decoded[j * head_dim]);
         }
         const std::vector<float> q = Random(head_dim, 6);
         const std::vector<float> p = Random(n, 7);
-        KvRows rows{data.data(), scales.data(), n};
+        const KvRows rows{data.data(), nullptr, n};
         std::vector<float> scores(n);
-        table->kv_dot[static_cast<int>(d)](q.data(), rows, head_dim, group, scores.data());
+        table->kv_dot[static_cast<int>(d)](q.data(), rows, head_dim, scores.data());
         std::vector<float> acc(head_dim, 0.5f);
-        table->kv_axpy[static_cast<int>(d)](p.data(), rows, head_dim, group, acc.data());
+        table->kv_axpy[static_cast<int>(d)](p.data(), rows, head_dim, acc.data());
         for (int j = 0; j < n; ++j) {
           double ref = 0;
           for (int i = 0; i < head_dim; ++i) ref += static_cast<double>(q[i]) * decoded[j * head_dim + i];
@@ -163,8 +157,50 @@ TEST_P(KernelsTest, KvDotAndAxpyMatchTheReferenceCodec) {
   }
 }
 
-// INT4C keys: kv_dot_channel against decode-then-dot, on every table.
-TEST_P(KernelsTest, KvDotChannelMatchesTheReferenceCodec) {
+// Decoded values against the codec: the same fused multiply-add, so the same bits on the vector
+// tables; the generic table multiplies and adds apart (one more rounding).
+void ExpectDecodedLikeCodec(const std::string& isa, const float* got, const float* want, int count,
+                            const std::string& what) {
+  for (int i = 0; i < count; ++i) {
+    if (isa == "generic") {
+      ASSERT_NEAR(got[i], want[i], 1e-6 * (std::fabs(want[i]) + 1.0)) << what << " value " << i;
+    } else {
+      ASSERT_EQ(got[i], want[i]) << isa << " " << what << " value " << i;
+    }
+  }
+}
+
+TEST_P(KernelsTest, KvDecodeGivesTheCodecsValues) {
+  const KernelTable* table = KernelsFor(GetParam());
+  for (int head_dim : {8, 64, 128, 256}) {
+    for (int group : {8, 32, 64, 128}) {
+      if (group > head_dim || head_dim % group) continue;
+      for (KvDtype d : {KvDtype::kInt8, KvDtype::kInt4}) {
+        const int n = 11;
+        const size_t row_bytes = KvRowDataBytes(d, head_dim);
+        std::vector<uint8_t> data(n * row_bytes);
+        const int params = kKvParamsPerGroup * head_dim / group;
+        std::vector<uint16_t> scales(n * params);
+        std::vector<float> want(n * head_dim), got(n * head_dim);
+        std::vector<float> src = Random(n * head_dim, 5);
+        // Per-channel offsets, as RoPE'd keys have: the groups' biases are far from zero.
+        for (size_t i = 0; i < src.size(); ++i) src[i] += 0.3f * static_cast<float>(i % head_dim % 5) - 0.5f;
+        for (int j = 0; j < n; ++j) {
+          EncodeKvRow(d, &src[j * head_dim], head_dim, group, &data[j * row_bytes], &scales[j * params]);
+          DecodeKvRow(d, &data[j * row_bytes], &scales[j * params], head_dim, group, &want[j * head_dim]);
+        }
+        const KvDecodeFn decode = d == KvDtype::kInt8 ? table->kv_decode_int8 : table->kv_decode_int4;
+        decode(KvRows{data.data(), scales.data(), n}, head_dim, group, got.data());
+        ExpectDecodedLikeCodec(GetParam(), got.data(), want.data(), n * head_dim,
+                               std::string(KvDtypeName(d)) + " hd " + std::to_string(head_dim) + " group " +
+                                   std::to_string(group));
+      }
+    }
+  }
+}
+
+// INT4C keys of a full block: decoded per channel as the codec does, on every table.
+TEST_P(KernelsTest, KvDecodeChannelGivesTheCodecsValues) {
   const KernelTable* table = KernelsFor(GetParam());
   for (int head_dim : {8, 64, 128}) {
     for (int group : {8, 64, 128}) {
@@ -176,19 +212,13 @@ TEST_P(KernelsTest, KvDotChannelMatchesTheReferenceCodec) {
         std::vector<uint8_t> data(n * row_bytes);
         std::vector<uint16_t> params(kKvParamsPerGroup * head_dim);
         EncodeKvKeysPerChannel(src.data(), n, head_dim, group, data.data(), params.data());
-        const std::vector<float> q = Random(head_dim, 10);
-        std::vector<float> scores(n), row(head_dim);
-        table->kv_dot_channel(q.data(), data.data(), n, params.data(), head_dim, group, scores.data());
+        std::vector<float> want(n * head_dim), got(n * head_dim);
         for (int j = 0; j < n; ++j) {
-          DecodeKvKeyRowPerChannel(&data[j * row_bytes], params.data(), head_dim, group, row.data());
-          double ref = 0, mag = 0;
-          for (int i = 0; i < head_dim; ++i) {
-            ref += static_cast<double>(q[i]) * row[i];
-            mag += std::fabs(static_cast<double>(q[i]) * row[i]);
-          }
-          // Scales folded into q and biases summed apart: float reassociation only.
-          ASSERT_NEAR(scores[j], ref, 1e-5 * mag + 1e-6) << GetParam() << " hd " << head_dim << " group " << group;
+          DecodeKvKeyRowPerChannel(&data[j * row_bytes], params.data(), head_dim, group, &want[j * head_dim]);
         }
+        table->kv_decode_channel(data.data(), n, params.data(), head_dim, group, got.data());
+        ExpectDecodedLikeCodec(GetParam(), got.data(), want.data(), n * head_dim,
+                               "hd " + std::to_string(head_dim) + " group " + std::to_string(group));
       }
     }
   }
