@@ -53,11 +53,14 @@ StatusOr<CapacityPlanRow> PlanCapacity(const CapacityPlanConfig& c) {
   row.layered = !spec.is_uniform();
   row.weight_bytes = c.weight_bytes;
   row.kv_bytes_per_token = spec.bytes_per_token();
-  row.kv_bytes_per_sequence = static_cast<int64_t>(spec.bytes_for_tokens(c.context_tokens));
+  row.staging_bytes_per_sequence = static_cast<int64_t>(spec.staging_bytes());
+  row.kv_bytes_per_sequence =
+      static_cast<int64_t>(spec.bytes_for_tokens(c.context_tokens)) + row.staging_bytes_per_sequence;
   row.ratio_to_f16 = spec.bytes_per_token() / f16.bytes_per_token();
   row.kv_memory_bytes = std::max<int64_t>(0, c.memory_bytes - c.weight_bytes - c.reserve_bytes);
   row.max_sequences = row.kv_memory_bytes / row.kv_bytes_per_sequence;
-  row.num_blocks = NumBlocksForMemory(spec, row.kv_memory_bytes);
+  row.num_blocks =
+      NumBlocksForMemory(spec, row.kv_memory_bytes - row.max_sequences * row.staging_bytes_per_sequence);
   row.fits = row.max_sequences > 0;
   return row;
 }
@@ -109,6 +112,12 @@ std::string FormatCapacityPlan(std::span<const CapacityPlanRow> rows) {
                   FormatBytes(static_cast<double>(r.kv_memory_bytes)).c_str(), static_cast<long long>(r.num_blocks),
                   static_cast<long long>(r.max_sequences));
     out += line;
+  }
+  for (const CapacityPlanRow& r : rows) {
+    if (r.staging_bytes_per_sequence == 0) continue;
+    out += "\n" + r.kv_setting + ": kv/sequence includes " +
+           FormatBytes(static_cast<double>(r.staging_bytes_per_sequence)) +
+           " of F16 keys for the block being filled (host memory beside the pool, one per sequence)\n";
   }
   return out;
 }

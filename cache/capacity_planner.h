@@ -2,11 +2,13 @@
 //
 //   kv memory        = memory - weights - reserve            (0 when that is negative)
 //   bytes / sequence = KvSpec::bytes_for_tokens(context)     (whole blocks, scales included)
+//                      + KvSpec::staging_bytes()             (INT4C: its filling block's F16 keys)
 //   max sequences    = floor(kv memory / bytes per sequence)
-//   num blocks       = floor(kv memory / block bytes)        (what the engine's pool gets)
+//   num blocks       = floor((kv memory - max sequences x staging bytes) / block bytes)
 //
 // `kvserve plan` prints PlanCapacityTable's rows; the engine sizes its pool with
-// NumBlocksForMemory, so both agree by construction. Pure functions; thread-safe.
+// NumBlocksForMemory after setting aside one staging slot per --max-num-seqs, so both agree by
+// construction. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +54,8 @@ struct CapacityPlanRow {
   bool layered = false;            // some layers/heads kept at another dtype
   int64_t weight_bytes = 0;
   double kv_bytes_per_token = 0;   // all layers, K and V, scales and padding included
-  int64_t kv_bytes_per_sequence = 0;
+  int64_t kv_bytes_per_sequence = 0;  // blocks of `context` tokens + staging_bytes_per_sequence
+  int64_t staging_bytes_per_sequence = 0;  // KvSpec::staging_bytes(): 0 unless keys per channel
   double ratio_to_f16 = 0;         // bytes per token / the same layout's F16 bytes per token
   int64_t kv_memory_bytes = 0;     // memory - weights - reserve, >= 0
   int64_t max_sequences = 0;

@@ -107,6 +107,9 @@ StatusOr<KvSpec> KvSpec::Create(const KvSpecConfig& config) {
     }
   }
   s.block_bytes_ = AlignUp(offset, 64);
+  if (std::any_of(s.dtypes_.begin(), s.dtypes_.end(), KeysPerChannel)) {
+    s.staging_bytes_ = static_cast<size_t>(s.num_layers_) * s.num_kv_heads_ * s.block_size_ * s.head_dim_ * sizeof(uint16_t);
+  }
   return s;
 }
 

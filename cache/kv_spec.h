@@ -107,6 +107,10 @@ class KvSpec {
   double bytes_per_token() const { return static_cast<double>(block_bytes_) / block_size_; }
   // Bytes of a sequence of `tokens` positions, rounded up to whole blocks.
   size_t bytes_for_tokens(int64_t tokens) const;
+  // Host bytes of one staging slot: the F16 key rows [layer][kv_head][block][head_dim] of a
+  // block being filled, which specs with per-channel keys (INT4C) keep beside the pool, one
+  // per partially filled block (about one per sequence); 0 for specs without them.
+  size_t staging_bytes() const { return staging_bytes_; }
   // Human-readable description, e.g. "int8 (layers 0,1 f16), block 16, group 64".
   std::string Describe() const;
 
@@ -123,6 +127,7 @@ class KvSpec {
   std::vector<KvDtype> dtypes_;          // [layer][kv_head]
   std::vector<size_t> segment_offsets_;  // [layer][2][kv_head]
   size_t block_bytes_ = 0;
+  size_t staging_bytes_ = 0;
 };
 
 }  // namespace kvserve

@@ -222,16 +222,23 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   int max_len = f.max_model_len > 0 ? f.max_model_len : mc.context_length;
   plan.requested_max_model_len = max_len;
   plan.block_bytes = spec->block_bytes();
+  // Per-channel keys (INT4C) stage each filling block's keys in F16 beside the pool: one slot per
+  // running sequence comes out of the KV memory (capacity_planner.h).
+  const uint64_t staging = static_cast<uint64_t>(spec->staging_bytes()) * static_cast<uint64_t>(f.max_num_seqs);
   uint64_t memory = f.kv_cache_memory;
   if (memory == 0) {
     const uint64_t wanted = static_cast<uint64_t>(spec->bytes_for_tokens(max_len)) * static_cast<uint64_t>(f.max_num_seqs);
-    memory = std::min(kDefaultKvCacheMemory, wanted);
+    memory = std::min(kDefaultKvCacheMemory, wanted + staging);
   }
-  const uint64_t blocks = static_cast<uint64_t>(
-      std::min<int64_t>(NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(memory, INT64_MAX))), 1 << 30));
+  const uint64_t pool_memory = memory > staging ? memory - staging : 0;
+  const uint64_t blocks = static_cast<uint64_t>(std::min<int64_t>(
+      NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(pool_memory, INT64_MAX))), 1 << 30));
   if (blocks < 2) {
-    return InvalidArgumentError(fmt::format("--kv-cache-memory {} bytes holds fewer than 2 blocks of {} bytes",
-                                            memory, plan.block_bytes));
+    return InvalidArgumentError(
+        fmt::format("--kv-cache-memory {} bytes holds fewer than 2 blocks of {} bytes{}", memory, plan.block_bytes,
+                    staging > 0 ? fmt::format(" after {} bytes of key staging ({} per sequence x --max-num-seqs)",
+                                              staging, spec->staging_bytes())
+                                : ""));
   }
   c.num_blocks = static_cast<int>(blocks);
   max_len = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_len), blocks * c.kv.block_size));

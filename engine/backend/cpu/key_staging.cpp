@@ -9,10 +9,7 @@
 namespace kvserve::cpu {
 
 KeyStaging::KeyStaging(const KvSpec& spec, int num_blocks)
-    : spec_(spec), slot_of_(static_cast<size_t>(num_blocks), -1) {
-  for (int l = 0; l < spec.num_layers(); ++l) {
-    for (int h = 0; h < spec.num_kv_heads(); ++h) active_ = active_ || KeysPerChannel(spec.dtype(l, h));
-  }
+    : spec_(spec), active_(spec.staging_bytes() > 0), slot_of_(static_cast<size_t>(num_blocks), -1) {
   scratch_.resize(static_cast<size_t>(spec.block_size()) * spec.head_dim());
 }
 
@@ -39,7 +36,7 @@ int32_t KeyStaging::Take(int32_t id) {
   } else {
     slot = static_cast<int32_t>(slots_.size());
     slots_.emplace_back();
-    slots_.back().rows.resize(RowsOffset(spec_.num_layers(), 0));
+    slots_.back().rows.resize(spec_.staging_bytes() / sizeof(uint16_t));
   }
   slots_[slot].filled = 0;
   slot_of_[id] = slot;

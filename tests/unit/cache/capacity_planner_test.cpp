@@ -58,7 +58,13 @@ TEST(CapacityPlanner, SevenBillionShapeIn40GiB) {
   // K: 64 code bytes + an f16 scale and bias per channel per 16-token block (512 / 16); V as INT4.
   EXPECT_EQ(i4c.dtype, KvDtype::kInt4C);
   EXPECT_DOUBLE_EQ(i4c.ratio_to_f16, (96.0 + 68.0) / 512);
-  EXPECT_EQ(i4c.max_sequences, 85);  // 29472309248 / (2048 x 32 x 32 x 164) = 85.7
+  // Each sequence's filling block keeps its keys in F16 beside the pool: 32 x 32 x 16 x 128 x 2.
+  EXPECT_EQ(i4c.staging_bytes_per_sequence, 4 * 1024 * 1024);
+  EXPECT_EQ(i4c.kv_bytes_per_sequence, 2048 * 32 * 32 * 164 + 4 * 1024 * 1024);
+  EXPECT_EQ(i4c.max_sequences, 84);  // 29472309248 / 348127232 = 84.7 (85.7 without staging)
+  EXPECT_EQ(i4c.num_blocks, 10837);  // (29472309248 - 84 x 4 MiB) / 2686976 bytes per block
+  EXPECT_EQ(i4.staging_bytes_per_sequence, 0);
+  EXPECT_EQ(i4.num_blocks, i4.kv_memory_bytes / static_cast<int64_t>(16 * 32 * 32 * 68 * 2));
 }
 
 TEST(CapacityPlanner, LayeredRowAndReserve) {

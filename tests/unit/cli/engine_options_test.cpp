@@ -58,6 +58,20 @@ TEST_F(EngineOptionsTest, BlockSizeDefaultsTo32ForInt4cAndIsKeptWhenNamed) {
   plan = PlanEngine(f, *model_);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->config.kv.block_size, 16);
+  // --kv-cache-memory: one staging slot per sequence (F16 keys of a filling block, 5 layers x
+  // 4 heads x 16 x 8 x 2 bytes) comes out of it before the pool is sized.
+  const size_t staging = 5 * 4 * 16 * 8 * 2;
+  f.kv_cache_memory = 10 * plan->block_bytes + 2 * staging;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->config.num_blocks, 10);
+  f.kv_cache_memory -= 1;
+  EXPECT_EQ(PlanEngine(f, *model_)->config.num_blocks, 9);
+  f.kv_cache_memory = 2 * staging + plan->block_bytes;
+  const Status small = PlanEngine(f, *model_).status();
+  EXPECT_EQ(small.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(small.message().find("key staging"), std::string::npos) << small.message();
+  f.kv_cache_memory = 0;
   f.kv_dtype = "int8";
   f.block_size = 0;
   EXPECT_EQ(PlanEngine(f, *model_)->config.kv.block_size, 16);
