@@ -10,7 +10,11 @@
 // token. A second table times the F32 matrix products of the stories260K prefill (and decode)
 // on the model's real shapes with our kernels and with OpenBLAS cblas_sgemm, one thread each.
 //
-// Usage: bench_forward [--output FILE] [--shared DIR] [--quick]
+// Usage: bench_forward [--output FILE] [--shared DIR] [--quick] [--compute-dtype f32|bf16|int8]
+//                      [--model SPEC]...
+// --model (repeatable): time these models (GGUF files or synthetic specs) instead of the
+// default list, without the OpenBLAS table; e.g. files larger than the CPU's last-level cache,
+// whose decode is bound by memory bandwidth. Compute dtype: f32 unless named.
 // Prints markdown; --output also writes it (with the command line) to FILE.
 #include <cblas.h>
 #include <omp.h>
@@ -26,7 +30,10 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cache/kv_cache_manager.h"
+#include "engine/backend/compute_dtype.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/weights.h"
@@ -76,9 +83,9 @@ struct ForwardResult {
 };
 
 // Prefill of 64 tokens and decode of 128 tokens on `threads` threads.
-ForwardResult RunForward(const Model& model, int threads, bool quick) {
+ForwardResult RunForward(const Model& model, int threads, bool quick, ComputeDtype compute) {
   constexpr int kPrefill = 64, kDecodePrompt = 16, kDecode = 128;
-  SingleStream s1(model, threads, kPrefill, /*blocks=*/32);
+  SingleStream s1(model, threads, kPrefill, /*blocks=*/32, compute);
   KvCacheManager& cache = s1.cache;
   ModelRunner& runner = s1.runner;
   std::vector<float>& logits = s1.logits;
@@ -225,6 +232,8 @@ struct Options {
   std::string output;
   std::string shared = KVSERVE_SHARED_DIR;
   bool quick = false;
+  ComputeDtype compute = ComputeDtype::kF32;
+  std::vector<std::string> models;  // --model: instead of the default list
   std::string command;
 };
 
@@ -239,8 +248,16 @@ Options ParseArgs(int argc, char** argv) {
       o.command += std::string(" ") + argv[i];
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--model" && i + 1 < argc) {
+      o.models.push_back(argv[++i]);
+      o.command += std::string(" ") + argv[i];
+    } else if (a == "--compute-dtype" && i + 1 < argc && ParseComputeDtype(argv[i + 1]).has_value()) {
+      o.compute = *ParseComputeDtype(argv[++i]);
+      o.command += std::string(" ") + argv[i];
     } else {
-      std::fprintf(stderr, "usage: bench_forward [--output FILE] [--shared DIR] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: bench_forward [--output FILE] [--shared DIR] [--quick] [--compute-dtype f32|bf16|int8] "
+                   "[--model SPEC]...\n");
       std::exit(2);
     }
   }
@@ -251,8 +268,9 @@ int Main(int argc, char** argv) {
   const Options o = ParseArgs(argc, argv);
   std::string md = "# Forward pass on the CPU backend\n\n";
   md += fmt::format("Command (Release build, run alone on the machine): `{}`\n\n", o.command);
-  md += fmt::format("Machine: {}, {} cores visible; kernels: {}; OpenBLAS: {}.\n", bench_report::CpuModelName(),
-                    omp_get_num_procs(), cpu::Kernels().isa, openblas_get_config());
+  md += fmt::format("Machine: {}, {} cores visible, {} MiB L3; kernels: {}; compute dtype: {}; OpenBLAS: {}.\n",
+                    bench_report::CpuModelName(), omp_get_num_procs(), sysconf(_SC_LEVEL3_CACHE_SIZE) >> 20,
+                    cpu::Kernels().isa, ComputeDtypeName(o.compute), openblas_get_config());
   std::printf("%s", md.c_str());
   std::fflush(stdout);
   BandwidthProbe probe(2);
@@ -278,14 +296,18 @@ int Main(int argc, char** argv) {
   std::vector<Entry> entries;
   const std::string stories = o.shared + "/models/stories260K.gguf";
   std::string notes;
-  if (std::filesystem::exists(stories)) {
+  if (!o.models.empty()) {
+    for (const std::string& m : o.models) entries.push_back({std::filesystem::path(m).filename().string(), m});
+  } else if (std::filesystem::exists(stories)) {
     entries.push_back({"stories260K", stories});
   } else {
     notes += fmt::format("- stories260K skipped: {} not found (pass --shared DIR).\n", stories);
   }
-  entries.push_back({"synthetic:150m", "synthetic:150m:f16"});
-  entries.push_back({"synthetic:150m", "synthetic:150m:q8_0"});
-  entries.push_back({"synthetic:150m", "synthetic:150m:q4_0"});
+  if (o.models.empty()) {
+    entries.push_back({"synthetic:150m", "synthetic:150m:f16"});
+    entries.push_back({"synthetic:150m", "synthetic:150m:q8_0"});
+    entries.push_back({"synthetic:150m", "synthetic:150m:q4_0"});
+  }
 
   std::unique_ptr<Model> stories_model;
   for (const Entry& e : entries) {
@@ -299,7 +321,7 @@ int Main(int argc, char** argv) {
     const double bytes = WeightBytesPerToken(**model);
     for (int threads : {1, 2}) {
       const double bandwidth = probe.Measure(5).median;
-      const ForwardResult r = RunForward(**model, threads, o.quick);
+      const ForwardResult r = RunForward(**model, threads, o.quick, o.compute);
       const double roofline = bandwidth * 1e9 / bytes;
       const std::string row = fmt::format(
           "| {} | {} | {} | {:.0f} | {:.1f} | {:.2f} | {:.1f} | {:.0f} | {:.0f}% |\n", e.label,
@@ -311,7 +333,7 @@ int Main(int argc, char** argv) {
     }
     if (e.label == "stories260K") stories_model = std::move(model).value();
   }
-  notes +=
+  if (o.models.empty()) notes +=
       "- Reference, llama.cpp on this machine type (../shared/docs/BASELINE.md): stories260K decode 7930 tok/s "
       "(1 thread), 5448 (2 threads), prefill ~28k tok/s; 150m F16 decode 75 tok/s (2 threads), prefill "
       "~740 tok/s.\n"
