@@ -113,6 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"synthetic:gemma2-tiny", ComputeDtype::kF32},
                       Param{"synthetic:gemma2-tiny", ComputeDtype::kBF16},
                       Param{"synthetic:tiny", ComputeDtype::kF32, KvDtype::kInt4C},
+                      Param{"synthetic:tiny", ComputeDtype::kF32, KvDtype::kInt8},
                       Param{"synthetic:tiny:q4_0", ComputeDtype::kInt8}, Param{"synthetic:tiny:q8_0", ComputeDtype::kInt8}),
     [](const auto& info) {
       std::string name = std::string(info.param.model).substr(10) + "_" +

@@ -113,10 +113,12 @@ TEST(CpuBackend, Qwen3AndGemmaMatchTheDenseReference) {
 
 // Attention query tiles share K/V block reads between a chunk's queries; every query's
 // arithmetic stays what it is alone, so any tile size gives the same bits (windows and
-// soft-capping on gemma2-tiny, staged INT4C keys on tiny).
+// soft-capping on gemma2-tiny, staged INT4C keys on tiny, quantized blocks decoded once per
+// tile).
 TEST(CpuBackend, AttentionQueryTilesDoNotChangeTheBits) {
-  for (const auto& [spec, kv] : {std::pair{"synthetic:gemma2-tiny:f32", KvDtype::kF16},
-                                 std::pair{"synthetic:tiny:f32", KvDtype::kInt4C}}) {
+  for (const auto& [spec, kv] :
+       {std::pair{"synthetic:gemma2-tiny:f32", KvDtype::kF16}, std::pair{"synthetic:gemma2-tiny:f32", KvDtype::kInt8},
+        std::pair{"synthetic:tiny:f32", KvDtype::kInt4}, std::pair{"synthetic:tiny:f32", KvDtype::kInt4C}}) {
     auto model = TinyModel(spec);
     const int V = model->config().vocab_size;
     const std::vector<int32_t> a = RandomTokens(45, V, 8), b = RandomTokens(19, V, 9);
