@@ -49,7 +49,7 @@ struct BackendConfig {
 [[nodiscard]] StatusOr<ComputeDtype> ResolveComputeDtype(std::string_view requested, std::string_view device);
 
 // Bytes the CPU backend holds for a weight tensor of `num_elements` values of `type` in int8
-// compute (the default): quantized tensors in integer-dot panels (0.58-1.125 bytes per weight,
+// compute (the default): quantized tensors in integer-dot panels (0.41-1.125 bytes per weight,
 // engine/backend/cpu/kernels.h), others as the file's `file_bytes`.
 [[nodiscard]] int64_t CpuWeightBytes(GgmlType type, int64_t num_elements, int64_t file_bytes);
 

@@ -45,22 +45,23 @@ namespace kvserve::cpu {
 // blocks' own integers: per 256 columns the rows' f32 d (and -dmin), then per group the rows'
 // int8 sub-scales sc (and uint8 mins m), then the codes; value = d * sc * u - dmin * m (Q6_K:
 // d * sc * (u - 32)), summed exactly in int32 over the 256 columns. The codes: 4 consecutive columns of a
-// row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0) [G / 4][16][4]; the
-// others per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
+// row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0) [G / 4][16][4]; 4- to 6-bit
+// codes per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
 // of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
-// 5-bit types, two for Q6_K) 8 bytes for the first half and 8 for the second, bit r * 4 + j
-// that of row r, column j of the half. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59,
-// Q5_0 0.75, Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 0.66,
-// Q3_K 0.58.
+// 5-bit types, two for Q6_K) 8 bytes for the first field and 8 for the second, bit r * 4 + j
+// that of row r, column j of the field; 2- and 3-bit codes (Q2_K, Q3_K) likewise per 16
+// columns with four 2-bit fields per byte (bits 2h, 2h + 1: columns 16c + 4h .. + 3) and Q3_K's
+// third bit in 4 x 8 bytes. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59, Q5_0 0.75,
+// Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 0.41, Q3_K 0.45.
 // Rows past `rows` in the last panel are zero.
 inline constexpr int kPanelRows = 16;
 
 // Indices into KernelTable::matmul: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k panels, BF16
 // pair panels, 7 q6_k, 8 q5_k and 9 offset-16 panels; then the integer-dot panels (zero
 // points in brackets): 10 4-bit codes per 32 with offsets (Q4_1), 11 5-bit codes per 32 with
-// offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0), 13 K panels of 4-bit codes per 16 with
+// offsets (Q5_1), 12 byte codes per 32 [128] (Q8_0), 13 K panels of 2-bit codes per 16 with
 // mins (Q2_K), 14 K panels of 6-bit codes per 16 [32] (Q6_K), 15 4-bit codes per 32 [8]
-// (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 K panels of 4-bit codes per 16 [4] (Q3_K),
+// (Q4_0), 16 5-bit codes per 32 [16] (Q5_0), 17 K panels of 3-bit codes per 16 [4] (Q3_K),
 // 18 and 19 K panels of 4- and 5-bit codes per 32 with mins (Q4_K, Q5_K), 20 4-bit indices
 // into the IQ4 codebook per 32 [128] (IQ4_NL, IQ4_XS; the kernel looks them up with vpshufb).
 inline constexpr int kBf16PairKind = 6;

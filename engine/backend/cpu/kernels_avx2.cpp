@@ -131,6 +131,13 @@ struct Isa {
     *lo = _mm256_and_si256(b, m);
     *hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
   }
+  static void LoadCrumbs(const uint8_t* p, VI* w) {
+    const __m256i b = LoadCodes(p), m = _mm256_set1_epi8(0x03);
+    w[0] = _mm256_and_si256(b, m);
+    w[1] = _mm256_and_si256(_mm256_srli_epi16(b, 2), m);
+    w[2] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+    w[3] = _mm256_and_si256(_mm256_srli_epi16(b, 6), m);
+  }
   static VI Set4(const int8_t* x) {
     int32_t w;
     std::memcpy(&w, x, 4);

@@ -105,6 +105,14 @@ struct Isa {
     *lo = _mm512_and_si512(b, m);
     *hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), m);
   }
+  // The 2-bit fields of each byte: w[h] = bits 2h, 2h + 1.
+  static void LoadCrumbs(const uint8_t* p, VI* w) {
+    const __m512i b = _mm512_loadu_si512(p), m = _mm512_set1_epi8(0x03);
+    w[0] = _mm512_and_si512(b, m);
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(b, 2), m);
+    w[2] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m);
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(b, 6), m);
+  }
   static VI Set4(const int8_t* x) {
     int32_t w;
     std::memcpy(&w, x, 4);

@@ -19,13 +19,16 @@ namespace {
 // Integer-dot panel layouts by kind (kernels.h).
 struct DotLayout {
   int group;     // columns per scale
-  int bits;      // 8: byte codes; 4-6: nibbles plus bits - 4 bit planes
+  int bits;      // 8: byte codes; 4-6: nibbles plus bits - 4 bit planes; 2-3: crumbs plus bits - 2
   bool offsets;  // offsets stored (else the kind's zero point)
   bool super;    // K panels: f32 d (and -dmin) per 256 columns, integer sc (and m) per group
   bool book = false;  // 4-bit indices into the IQ4 codebook
 
-  int chunk_cols() const { return bits < 8 ? 8 : 4; }
-  size_t chunk_bytes() const { return 4 * kPanelRows + (bits < 8 ? 16 * (bits - 4) : 0); }
+  // Packed codes (DotCodes): `low` bits per field, fields() per byte.
+  int low() const { return bits < 4 ? 2 : 4; }
+  int fields() const { return bits < 8 ? 8 / low() : 1; }
+  int chunk_cols() const { return 4 * fields(); }
+  size_t chunk_bytes() const { return 4 * kPanelRows + (bits < 8 ? 8 * fields() * (bits - low()) : 0); }
   size_t code_bytes() const { return static_cast<size_t>(group / chunk_cols()) * chunk_bytes(); }
   // Group panels: per group the f32 scales (and offsets), then the codes.
   size_t header() const { return static_cast<size_t>(offsets ? 8 : 4) * kPanelRows; }
@@ -39,11 +42,11 @@ DotLayout DotLayoutOf(int kind) {
     case 10: return {32, 4, true, false};
     case 11: return {32, 5, true, false};
     case 12: return {32, 8, false, false};
-    case 13: return {16, 4, true, true};
+    case 13: return {16, 2, true, true};
     case 14: return {16, 6, false, true};
     case 15: return {32, 4, false, false};
     case 16: return {32, 5, false, false};
-    case 17: return {16, 4, false, true};
+    case 17: return {16, 3, false, true};
     case 18: return {32, 4, true, true};
     case 19: return {32, 5, true, true};
     default: return {32, 4, false, false, true};
@@ -53,19 +56,20 @@ DotLayout DotLayoutOf(int kind) {
 // Writes row `lane`'s codes of one group (src[0..group)) into the group's chunks.
 void PutCodes(const DotLayout& l, int lane, const uint8_t* src, uint8_t* codes) {
   for (int k = 0; k < l.group; ++k) {
-    // Byte lane * 4 + k % 4 of its chunk; nibble codes: the low nibble for columns k % 8 < 4,
-    // and bit 4 + b in plane b's 8 bytes for that half, bit lane * 4 + k % 4.
+    // Byte lane * 4 + k % 4 of its chunk; packed codes: the low bits in field h = (k % chunk
+    // columns) / 4 of that byte, and bit low + b in plane b's 8 bytes for field h, bit
+    // lane * 4 + k % 4.
     uint8_t* chunk = codes + static_cast<size_t>(k / l.chunk_cols()) * l.chunk_bytes();
     const int i = lane * 4 + k % 4;
     if (l.bits == 8) {
       chunk[i] = src[k];
       continue;
     }
-    const int h = k % 8 < 4 ? 0 : 1;
-    chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & 0xF) << (4 * h));
-    for (int b = 0; b < l.bits - 4; ++b) {
-      uint8_t* plane = chunk + 4 * kPanelRows + 16 * b + 8 * h;
-      plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (4 + b)) & 1) << (i % 8));
+    const int low = l.low(), h = k % l.chunk_cols() / 4;
+    chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & ((1 << low) - 1)) << (low * h));
+    for (int b = 0; b < l.bits - low; ++b) {
+      uint8_t* plane = chunk + 4 * kPanelRows + 8 * (l.fields() * b + h);
+      plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (low + b)) & 1) << (i % 8));
     }
   }
 }

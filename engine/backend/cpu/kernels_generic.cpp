@@ -97,6 +97,10 @@ struct Isa {
     *lo = static_cast<VI>(w & 0x0F0F0F0Fu);
     *hi = static_cast<VI>((w >> 4) & 0x0F0F0F0Fu);
   }
+  static void LoadCrumbs(const uint8_t* p, VI* w) {
+    const uint32_t b = static_cast<uint32_t>(LoadCodes(p));
+    for (int h = 0; h < 4; ++h) w[h] = static_cast<VI>((b >> (2 * h)) & 0x03030303u);
+  }
   static VI Set4(const int8_t* x) { return LoadCodes(reinterpret_cast<const uint8_t*>(x)); }
   template <bool kSmall>
   static VI Dot4(VI acc, VI w, VI x) {

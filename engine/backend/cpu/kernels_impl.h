@@ -425,11 +425,11 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.matmul[10] = &MatMulPanels<DotKernel<32, 4, -1>>;
   t.matmul[11] = &MatMulPanels<DotKernel<32, 5, -1>>;
   t.matmul[12] = &MatMulPanels<DotKernel<32, 8, 128>>;
-  t.matmul[13] = &MatMulPanels<SuperDotKernel<16, 4, -1>>;
+  t.matmul[13] = &MatMulPanels<SuperDotKernel<16, 2, -1>>;
   t.matmul[14] = &MatMulPanels<SuperDotKernel<16, 6, 32>>;
   t.matmul[15] = &MatMulPanels<DotKernel<32, 4, 8>>;
   t.matmul[16] = &MatMulPanels<DotKernel<32, 5, 16>>;
-  t.matmul[17] = &MatMulPanels<SuperDotKernel<16, 4, 4>>;
+  t.matmul[17] = &MatMulPanels<SuperDotKernel<16, 3, 4>>;
   t.matmul[18] = &MatMulPanels<SuperDotKernel<32, 4, -1>>;
   t.matmul[19] = &MatMulPanels<SuperDotKernel<32, 5, -1>>;
   t.matmul[20] = &MatMulPanels<DotKernel<32, 4, 128, true>>;

@@ -13,15 +13,17 @@ inline constexpr Iq4Book kIq4Book = [] {
 }();
 
 // Integer-dot panels (kernels.h): the codes of G columns, kBits bits each (8: bytes; 4-6:
-// 4-bit nibbles plus kBits - 4 bit planes; kBook: 4-bit indices into kIq4Book), and their
-// exact sums with the activations.
+// 4-bit nibbles plus kBits - 4 bit planes; 2-3: 2-bit crumbs plus kBits - 2 planes; kBook:
+// 4-bit indices into kIq4Book), and their exact sums with the activations.
 template <int G, int kBits, bool kBook = false>
 struct DotCodes {
   using VI = typename Isa::VI;
-  static constexpr bool kNibbles = kBits < 8;
-  static constexpr int kPlanes = kNibbles ? kBits - 4 : 0;
-  static constexpr int kChunkCols = kNibbles ? 8 : 4;  // columns per 64 bytes of low bits
-  static constexpr size_t kChunkBytes = 4 * kPanelRows + 16 * kPlanes;
+  static constexpr bool kPacked = kBits < 8;            // several codes per byte
+  static constexpr int kLow = kBits < 4 ? 2 : 4;        // bits per field of a packed byte
+  static constexpr int kFields = kPacked ? 8 / kLow : 1;  // fields per byte
+  static constexpr int kPlanes = kPacked ? kBits - kLow : 0;
+  static constexpr int kChunkCols = 4 * kFields;  // columns per 4 * kPanelRows bytes of low bits
+  static constexpr size_t kChunkBytes = 4 * kPanelRows + 8 * kFields * kPlanes;
   static constexpr size_t kBytes = G / kChunkCols * kChunkBytes;
 
   // isum[t][p] = sum_k u[k] * xq[k0 + k] for token t0 + t, the codes of panel p at codes[p].
@@ -33,30 +35,36 @@ struct DotCodes {
         for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
     [[maybe_unused]] const typename Isa::VT book = Isa::Table16(kIq4Book.v);
     for (int c = 0; c < G / kChunkCols; ++c) {
-      VI w[RP][kVecs][kNibbles ? 2 : 1];
+      VI w[RP][kVecs][kFields];
       for (int p = 0; p < RP; ++p) {
         const uint8_t* chunk = codes[p] + c * kChunkBytes;
         for (int v = 0; v < kVecs; ++v) {
-          if constexpr (kNibbles) {
-            Isa::LoadNibbles(chunk + v * L * 4, &w[p][v][0], &w[p][v][1]);
-            if constexpr (kBook) {
-              for (int h = 0; h < 2; ++h) w[p][v][h] = Isa::Lookup16(book, w[p][v][h]);
-            }
-            // Plane b: 8 bytes of bit 4 + b for the low nibbles' codes, 8 for the high ones'.
-            for (int b = 0; b < kPlanes; ++b) {
-              for (int h = 0; h < 2; ++h) Isa::AddBits(chunk + 4 * kPanelRows + 16 * b + 8 * h, v, 16 << b, &w[p][v][h]);
-            }
-          } else {
+          if constexpr (!kPacked) {
             w[p][v][0] = Isa::LoadCodes(chunk + v * L * 4);
+          } else {
+            if constexpr (kLow == 4) {
+              Isa::LoadNibbles(chunk + v * L * 4, &w[p][v][0], &w[p][v][1]);
+            } else {
+              Isa::LoadCrumbs(chunk + v * L * 4, w[p][v]);
+            }
+            if constexpr (kBook) {
+              for (int h = 0; h < kFields; ++h) w[p][v][h] = Isa::Lookup16(book, w[p][v][h]);
+            }
+            // Plane b: 8 bytes of bit kLow + b per field h (the codes of columns 4h .. 4h + 3).
+            for (int b = 0; b < kPlanes; ++b) {
+              for (int h = 0; h < kFields; ++h) {
+                Isa::AddBits(chunk + 4 * kPanelRows + 8 * (kFields * b + h), v, (1 << kLow) << b, &w[p][v][h]);
+              }
+            }
           }
         }
       }
       for (int t = 0; t < RT; ++t) {
         const int8_t* x = xq.q(t0 + t) + k0 + c * kChunkCols;
-        for (int h = 0; h < (kNibbles ? 2 : 1); ++h) {
+        for (int h = 0; h < kFields; ++h) {
           const VI xb = Isa::Set4(x + 4 * h);
           for (int p = 0; p < RP; ++p)
-            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kNibbles && !kBook>(isum[t][p][v], w[p][v][h], xb);
+            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kPacked && !kBook>(isum[t][p][v], w[p][v][h], xb);
         }
       }
     }

@@ -177,7 +177,7 @@ TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
   } kCases[] = {{GgmlType::kQ4_0, 0.625},  {GgmlType::kQ4_1, 0.75},    {GgmlType::kQ4_K, 0.59375},
                 {GgmlType::kQ5_0, 0.75},   {GgmlType::kQ5_1, 0.875},   {GgmlType::kQ5_K, 0.71875},
                 {GgmlType::kQ8_0, 1.125},  {GgmlType::kIQ4_NL, 0.625}, {GgmlType::kIQ4_XS, 0.625},
-                {GgmlType::kQ6_K, 0.828125}, {GgmlType::kQ2_K, 0.65625}, {GgmlType::kQ3_K, 0.578125}};
+                {GgmlType::kQ6_K, 0.828125}, {GgmlType::kQ2_K, 0.40625}, {GgmlType::kQ3_K, 0.453125}};
   EXPECT_EQ(CpuWeightBytes(GgmlType::kF16, rows * cols, 123), 123);  // float tensors as stored
   for (const auto& c : kCases) {
     EncodedMatrix m = Encode(c.type, Random(rows * cols, 4), rows, cols);
