@@ -55,6 +55,10 @@ class CpuBackend final : public Backend {
   uint8_t* block_data(int32_t id) { return kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(); }
 
  private:
+  // Below this many multiply-adds a step runs on the calling thread: waking the OpenMP team
+  // costs more than it saves (the tiny models).
+  static constexpr int64_t kParallelWork = 1 << 16;
+
   [[nodiscard]] Status ValidateBatch(const ForwardBatch& batch, size_t logits_size) const;
   void Embed(const ForwardBatch& batch);
   // out[r] = x[r] / rms(x[r]) * weight for rows of `cols` values (0: the model's dim).
@@ -70,7 +74,7 @@ class CpuBackend final : public Backend {
   void ApplyRope(const ForwardBatch& batch);
   void PrepareStaging(const ForwardBatch& batch);
   void StoreKv(const ForwardBatch& batch, int layer);
-  void Attention(const ForwardBatch& batch, int layer);
+  void Attention(const ForwardBatch& batch, int layer);  // cpu_attention.cpp
   void GatedActivation(int num_tokens);
 
   const Model& model_;

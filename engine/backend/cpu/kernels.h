@@ -166,17 +166,24 @@ using KvDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, float
 using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, float* acc);
 // Quantized rows decoded to F32 out[rows.n][head_dim], the bits of the codec's DecodeKvRow.
 using KvDecodeFn = void (*)(const KvRows& rows, int head_dim, int group_size, float* out);
+// Quantized rows read in place: the bits of KvDecodeFn followed by the F32 KvDotFn / KvAxpyFn
+// (values decoded in registers; a decode pass where the shape has no such code).
+using KvQuantDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores);
+using KvQuantAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc);
 
 struct KernelTable {
   std::string_view isa;
   // Indexed by PackedMatrix::kind().
   MatMulRangeFn matmul[kNumMatMulKinds];
   // Indexed by static_cast<int>(dtype) of the float dtypes (kv_spec.h: F32, F16, BF16).
-  // Attention decodes a quantized block's rows to F32 once and reads them as F32 rows, so
-  // every query of a tile and every batch size does the same arithmetic.
+  // Attention decodes a quantized block's rows to F32 once per query tile and reads them as F32
+  // rows, or (a single query) reads them in place with the same bits, so every query of a tile
+  // and every batch size does the same arithmetic.
   KvDotFn kv_dot[3];
   KvAxpyFn kv_axpy[3];
   KvDecodeFn kv_decode_int8, kv_decode_int4;
+  KvQuantDotFn kv_dot_int8, kv_dot_int4;
+  KvQuantAxpyFn kv_axpy_int8, kv_axpy_int4;
   // INT4C keys of a full block (kv_spec.h) decoded to F32 out[n][head_dim], the bits of the
   // codec's DecodeKvKeyRowPerChannel: the rows' codes `data`, params[head_dim][2] {scale, bias}.
   // REQUIRES: head_dim <= kMaxChannelKeyHeadDim.

@@ -441,6 +441,10 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_axpy[static_cast<int>(KvDtype::kBF16)] = &KvAxpy<KvDtype::kBF16>;
   t.kv_decode_int8 = &KvDecode<KvDtype::kInt8>;
   t.kv_decode_int4 = &KvDecode<KvDtype::kInt4>;
+  t.kv_dot_int8 = &KvDotQuant<KvDtype::kInt8>;
+  t.kv_dot_int4 = &KvDotQuant<KvDtype::kInt4>;
+  t.kv_axpy_int8 = &KvAxpyQuant<KvDtype::kInt8>;
+  t.kv_axpy_int4 = &KvAxpyQuant<KvDtype::kInt4>;
   t.kv_decode_channel = &KvDecodeChannel;
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;

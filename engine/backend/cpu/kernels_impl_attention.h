@@ -69,33 +69,82 @@ inline float ExpSubSum(float* s, int n, float max) {
   return Isa::Reduce(total);
 }
 
-// scores[r] = dot(q, row r) for the m <= L float rows from `row`: per row a vector of partial
-// sums, then one transposing reduction for all of them. C > 0: head_dim = C * L, unrolled
-// so the partial sums and q stay in registers; C = 0: any head_dim.
+// Row accessors for the unrolled kernels below: at.row(r)(c) is vector c (values c * L ..
+// c * L + L - 1) of row r. Float rows load (and widen) the values; quantized rows (INT8/INT4,
+// one group per row of C * L values) decode them in registers as fma(code, scale, bias), the
+// bits KvDecode stores, so a kernel on QuantRowsAt computes exactly what it computes on
+// KvDecode's F32 rows.
+template <KvDtype D>
+struct FloatRowsAt {
+  const uint8_t* data;
+  size_t row_bytes;
+  struct Row {
+    const uint8_t* p;
+    V operator()(int c) const { return LoadKvFloat<D>(p, c * L, L); }
+  };
+  Row row(int r) const { return {data + r * row_bytes}; }
+};
+
 template <KvDtype D, int C>
-inline void KvDotFloatRows(const float* q, const uint8_t* row, size_t row_bytes, int m, int head_dim, float* scores) {
+struct QuantRowsAt {
+  const uint8_t* data;
+  const uint16_t* scales;  // {scale, bias} per row
+  static constexpr int kHalf = C * L / 2;
+  static constexpr size_t kRowBytes = D == KvDtype::kInt8 ? C * L : kHalf;
+  struct Row {
+    const uint8_t* p;
+    V scale, bias;
+    V operator()(int c) const {
+      if constexpr (D == KvDtype::kInt8) {
+        return Isa::Fma(Isa::LoadI8(reinterpret_cast<const int8_t*>(p) + c * L), scale, bias);
+      } else {  // value i in the low nibble of byte i, value half + i in its high nibble
+        const int i = c * L;
+        return Isa::Fma(i < kHalf ? Isa::LoadU4Lo(p + i) : Isa::LoadU4Hi(p + i - kHalf), scale, bias);
+      }
+    }
+  };
+  Row row(int r) const {
+    const uint16_t* params = scales + static_cast<size_t>(r) * kKvParamsPerGroup;
+    return {data + r * kRowBytes, Isa::Set1(Isa::F16(params[0])), Isa::Set1(Isa::F16(params[1]))};
+  }
+};
+
+// scores[r] = dot(q, row r) for the m <= L rows of `at`, head_dim = C * L: per row a vector of
+// partial sums (unrolled, q in registers), then one transposing reduction for all of them.
+template <int C, class Rows>
+inline void KvDotRowsFixed(const float* q, const Rows& at, int m, float* scores) {
   V acc[L];
-  if constexpr (C > 0) {
-    V qv[C];
-    for (int c = 0; c < C; ++c) qv[c] = Isa::Load(q + c * L);
+  V qv[C];
+  for (int c = 0; c < C; ++c) qv[c] = Isa::Load(q + c * L);
 #pragma GCC unroll 16
-    for (int r = 0; r < L; ++r) {
-      V a = Isa::Zero();
-      if (r < m) {
-        for (int c = 0; c < C; ++c) a = Isa::Fma(qv[c], LoadKvFloat<D>(row + r * row_bytes, c * L, L), a);
-      }
-      acc[r] = a;
+  for (int r = 0; r < L; ++r) {
+    V a = Isa::Zero();
+    if (r < m) {
+      const auto row = at.row(r);
+      for (int c = 0; c < C; ++c) a = Isa::Fma(qv[c], row(c), a);
     }
+    acc[r] = a;
+  }
+  const V sums = Isa::ReduceRows(acc);
+  if (m == L) {
+    Isa::Store(scores, sums);
   } else {
-    for (int r = 0; r < L; ++r) {
-      V a = Isa::Zero();
-      for (int k = 0; r < m && k < head_dim; k += L) {
-        const int n = head_dim - k < L ? head_dim - k : L;
-        const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
-        a = Isa::Fma(qv, LoadKvFloat<D>(row + r * row_bytes, k, n), a);
-      }
-      acc[r] = a;
+    Isa::StoreN(scores, sums, m);
+  }
+}
+
+// The same for float rows of any head_dim.
+template <KvDtype D>
+inline void KvDotFloatRowsAny(const float* q, const uint8_t* row, size_t row_bytes, int m, int head_dim, float* scores) {
+  V acc[L];
+  for (int r = 0; r < L; ++r) {
+    V a = Isa::Zero();
+    for (int k = 0; r < m && k < head_dim; k += L) {
+      const int n = head_dim - k < L ? head_dim - k : L;
+      const V qv = n == L ? Isa::Load(q + k) : LoadXTail(q + k, n);
+      a = Isa::Fma(qv, LoadKvFloat<D>(row + r * row_bytes, k, n), a);
     }
+    acc[r] = a;
   }
   const V sums = Isa::ReduceRows(acc);
   if (m == L) {
@@ -107,53 +156,54 @@ inline void KvDotFloatRows(const float* q, const uint8_t* row, size_t row_bytes,
 
 template <KvDtype D>
 void KvDot(const float* q, const KvRows& rows, int head_dim, float* scores) {
-  static_assert(!IsQuantized(D), "quantized rows are decoded first (KvDecode)");
+  static_assert(!IsQuantized(D), "quantized rows: KvDotQuant");
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
-  // L rows at a time (see KvDotFloatRows); the head dims models use most get unrolled code.
+  // L rows at a time; the head dims models use most get unrolled code.
   for (int j = 0; j < rows.n; j += L) {
     const uint8_t* row = rows.data + j * row_bytes;
     const int m = rows.n - j < L ? rows.n - j : L;
     if (head_dim == 64 && 64 % L == 0) {
-      KvDotFloatRows<D, 64 / L>(q, row, row_bytes, m, 64, scores + j);
+      KvDotRowsFixed<64 / L>(q, FloatRowsAt<D>{row, row_bytes}, m, scores + j);
     } else if (head_dim == 128 && 128 % L == 0) {
-      KvDotFloatRows<D, 128 / L>(q, row, row_bytes, m, 128, scores + j);
+      KvDotRowsFixed<128 / L>(q, FloatRowsAt<D>{row, row_bytes}, m, scores + j);
     } else {
-      KvDotFloatRows<D, 0>(q, row, row_bytes, m, head_dim, scores + j);
+      KvDotFloatRowsAny<D>(q, row, row_bytes, m, head_dim, scores + j);
     }
   }
 }
 
-// acc += sum_j p[j] * row j for float rows of C * L values: even and odd rows accumulate
-// apart (2C independent chains in registers), then add.
-template <KvDtype D, int C>
-inline void KvAxpyFloatFixed(const float* p, const KvRows& rows, size_t row_bytes, float* acc) {
+// acc += sum_j p[j] * row j for the n rows of `at`, C * L values each: even and odd rows
+// accumulate apart (2C independent chains in registers), then add.
+template <int C, class Rows>
+inline void KvAxpyRowsFixed(const float* p, const Rows& at, int n, float* acc) {
   V even[C], odd[C];
   for (int c = 0; c < C; ++c) {
     even[c] = Isa::Load(acc + c * L);
     odd[c] = Isa::Zero();
   }
   int j = 0;
-  for (; j + 2 <= rows.n; j += 2) {
+  for (; j + 2 <= n; j += 2) {
     const V pe = Isa::Set1(p[j]), po = Isa::Set1(p[j + 1]);
-    const uint8_t* re = rows.data + j * row_bytes;
+    const auto re = at.row(j), ro = at.row(j + 1);
     for (int c = 0; c < C; ++c) {
-      even[c] = Isa::Fma(pe, LoadKvFloat<D>(re, c * L, L), even[c]);
-      odd[c] = Isa::Fma(po, LoadKvFloat<D>(re + row_bytes, c * L, L), odd[c]);
+      even[c] = Isa::Fma(pe, re(c), even[c]);
+      odd[c] = Isa::Fma(po, ro(c), odd[c]);
     }
   }
-  if (j < rows.n) {
+  if (j < n) {
     const V pe = Isa::Set1(p[j]);
-    for (int c = 0; c < C; ++c) even[c] = Isa::Fma(pe, LoadKvFloat<D>(rows.data + j * row_bytes, c * L, L), even[c]);
+    const auto re = at.row(j);
+    for (int c = 0; c < C; ++c) even[c] = Isa::Fma(pe, re(c), even[c]);
   }
   for (int c = 0; c < C; ++c) Isa::Store(acc + c * L, Isa::Add(even[c], odd[c]));
 }
 
 template <KvDtype D>
 void KvAxpy(const float* p, const KvRows& rows, int head_dim, float* acc) {
-  static_assert(!IsQuantized(D), "quantized rows are decoded first (KvDecode)");
+  static_assert(!IsQuantized(D), "quantized rows: KvAxpyQuant");
   const size_t row_bytes = KvRowDataBytes(D, head_dim);
-  if (head_dim == 64 && 64 % L == 0) return KvAxpyFloatFixed<D, 64 / L>(p, rows, row_bytes, acc);
-  if (head_dim == 128 && 128 % L == 0) return KvAxpyFloatFixed<D, 128 / L>(p, rows, row_bytes, acc);
+  if (head_dim == 64 && 64 % L == 0) return KvAxpyRowsFixed<64 / L>(p, FloatRowsAt<D>{rows.data, row_bytes}, rows.n, acc);
+  if (head_dim == 128 && 128 % L == 0) return KvAxpyRowsFixed<128 / L>(p, FloatRowsAt<D>{rows.data, row_bytes}, rows.n, acc);
   for (int k = 0; k < head_dim; k += L) {
     const int n = head_dim - k < L ? head_dim - k : L;
     V a = n == L ? Isa::Load(acc + k) : LoadXTail(acc + k, n);
@@ -244,4 +294,50 @@ inline void KvDecodeChannel(const uint8_t* data, int n, const uint16_t* params, 
       }
     }
   }
+}
+
+// ---- Quantized rows read in place --------------------------------------------------------
+// KvDecode and then the F32 row kernels, without the decode pass where the shape allows (head
+// dim 64 or 128 in one group, whole vectors per INT4 half): the same bits either way. For a
+// single query (decode), where a decoded block would serve one query only.
+template <KvDtype D>
+inline bool KvInPlaceShape(int head_dim, int group_size) {
+  return (head_dim == 64 || head_dim == 128) && group_size == head_dim && (head_dim / 2) % L == 0;
+}
+
+// Rows [0, n) of `rows` decoded into a per-thread buffer (shapes without in-place code).
+template <KvDtype D>
+inline KvRows DecodedRows(const KvRows& rows, int head_dim, int group_size) {
+  thread_local std::vector<float> decoded;
+  decoded.resize(static_cast<size_t>(rows.n) * head_dim);
+  KvDecode<D>(rows, head_dim, group_size, decoded.data());
+  return KvRows{reinterpret_cast<const uint8_t*>(decoded.data()), nullptr, rows.n};
+}
+
+template <KvDtype D, int C>
+inline void KvDotInPlace(const float* q, const KvRows& rows, float* scores) {
+  using At = QuantRowsAt<D, C>;
+  for (int j = 0; j < rows.n; j += L) {
+    const int m = rows.n - j < L ? rows.n - j : L;
+    KvDotRowsFixed<C>(q, At{rows.data + j * At::kRowBytes, rows.scales + static_cast<size_t>(j) * kKvParamsPerGroup}, m,
+                      scores + j);
+  }
+}
+
+template <KvDtype D>
+void KvDotQuant(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
+  if (!KvInPlaceShape<D>(head_dim, group_size)) {
+    return KvDot<KvDtype::kF32>(q, DecodedRows<D>(rows, head_dim, group_size), head_dim, scores);
+  }
+  if (head_dim == 64) return KvDotInPlace<D, 64 / L>(q, rows, scores);
+  KvDotInPlace<D, 128 / L>(q, rows, scores);
+}
+
+template <KvDtype D>
+void KvAxpyQuant(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc) {
+  if (!KvInPlaceShape<D>(head_dim, group_size)) {
+    return KvAxpy<KvDtype::kF32>(p, DecodedRows<D>(rows, head_dim, group_size), head_dim, acc);
+  }
+  if (head_dim == 64) return KvAxpyRowsFixed<64 / L>(p, QuantRowsAt<D, 64 / L>{rows.data, rows.scales}, rows.n, acc);
+  KvAxpyRowsFixed<128 / L>(p, QuantRowsAt<D, 128 / L>{rows.data, rows.scales}, rows.n, acc);
 }
