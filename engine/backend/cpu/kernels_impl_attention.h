@@ -19,6 +19,15 @@ inline V LoadKvFloat(const uint8_t* row, int k, int n) {
 
 inline V LoadI8Tail(const int8_t* p, int n) { return Isa::LoadI8N(p, n); }
 
+// Stores the first n <= L lanes of v.
+inline void StoreX(float* p, V v, int n) {
+  if (n == L) {
+    Isa::Store(p, v);
+  } else {
+    Isa::StoreN(p, v, n);
+  }
+}
+
 // exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-7 polynomial in r,
 // then scaled by 2^n); x < -87 (e^-87 = 1.6e-38, the smallest normal range) gives 0.
 inline V ExpNonPositive(V x) {
@@ -60,11 +69,7 @@ inline float ExpSubSum(float* s, int n, float max) {
     }
     const V e = ExpNonPositive(Isa::Add(x, neg_max));
     total = Isa::Add(total, e);
-    if (m == L) {
-      Isa::Store(s + j, e);
-    } else {
-      Isa::StoreN(s + j, e, m);
-    }
+    StoreX(s + j, e, m);
   }
   return Isa::Reduce(total);
 }
@@ -125,12 +130,7 @@ inline void KvDotRowsFixed(const float* q, const Rows& at, int m, float* scores)
     }
     acc[r] = a;
   }
-  const V sums = Isa::ReduceRows(acc);
-  if (m == L) {
-    Isa::Store(scores, sums);
-  } else {
-    Isa::StoreN(scores, sums, m);
-  }
+  StoreX(scores, Isa::ReduceRows(acc), m);
 }
 
 // The same for float rows of any head_dim.
@@ -146,12 +146,7 @@ inline void KvDotFloatRowsAny(const float* q, const uint8_t* row, size_t row_byt
     }
     acc[r] = a;
   }
-  const V sums = Isa::ReduceRows(acc);
-  if (m == L) {
-    Isa::Store(scores, sums);
-  } else {
-    Isa::StoreN(scores, sums, m);
-  }
+  StoreX(scores, Isa::ReduceRows(acc), m);
 }
 
 template <KvDtype D>
@@ -210,24 +205,12 @@ void KvAxpy(const float* p, const KvRows& rows, int head_dim, float* acc) {
     for (int j = 0; j < rows.n; ++j) {
       a = Isa::Fma(Isa::Set1(p[j]), LoadKvFloat<D>(rows.data + j * row_bytes, k, n), a);
     }
-    if (n == L) {
-      Isa::Store(acc + k, a);
-    } else {
-      Isa::StoreN(acc + k, a, n);
-    }
+    StoreX(acc + k, a, n);
   }
 }
 
 // ---- Quantized rows decoded to F32 ------------------------------------------------------
 // A code q stands for fma(q, scale, bias) (cache/kv_codec.h), so these give the codec's bits.
-
-inline void StoreX(float* p, V v, int n) {
-  if (n == L) {
-    Isa::Store(p, v);
-  } else {
-    Isa::StoreN(p, v, n);
-  }
-}
 
 // Rows of INT8 or INT4 codes with per-token groups ({scale, bias} f16 per group).
 template <KvDtype D>
