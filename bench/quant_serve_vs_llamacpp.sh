@@ -6,7 +6,7 @@
 # same 2 vCPUs. A fresh server per row: `kvserve serve --threads 2` (its defaults: weights as
 # stored, int8 compute) and `llama-server -np 16 -c 8192 -t 2 -tb 2 --cont-batching` (F16 KV
 # cache), alternating. The files: `kvserve mkmodel --preset 150m --dtype f16`, then
-# `llama-quantize` (Q4_K_M and Q5_K_M its mixes, other types --pure).
+# `llama-quantize` (Q4_K_M and Q5_K_M its mixes, other types --pure; F16 is that file itself).
 #
 # Usage: [TYPES="Q4_K_M Q5_K_M Q6_K Q8_0"] [CLIENTS="1 16"] [OUT=...] \
 #   bash bench/quant_serve_vs_llamacpp.sh LLAMA_BIN_DIR [BUILD_DIR]   (hold the build lock)
@@ -29,6 +29,7 @@ trap cleanup EXIT
 "$BUILD/kvserve" mkmodel --preset 150m --dtype f16 -o "$W/F16.gguf" >/dev/null
 for name in $TYPES; do
   case $name in
+    F16) ;;
     Q4_K_M | Q5_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
     *) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
   esac

@@ -164,7 +164,8 @@ struct KvRows {
 using KvDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, float* scores);
 // Float rows: acc[d] += sum_j p[j] * row j[d].
 using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, float* acc);
-// Quantized rows decoded to F32 out[rows.n][head_dim], the bits of the codec's DecodeKvRow.
+// Quantized rows decoded to F32 out[rows.n][head_dim], the bits of the codec's DecodeKvRow
+// (fused multiply-adds; the generic table multiplies and adds apart, one rounding more).
 using KvDecodeFn = void (*)(const KvRows& rows, int head_dim, int group_size, float* out);
 // Quantized rows read in place: the bits of KvDecodeFn followed by the F32 KvDotFn / KvAxpyFn
 // (values decoded in registers; a decode pass where the shape has no such code).
@@ -189,7 +190,7 @@ struct KernelTable {
   // REQUIRES: head_dim <= kMaxChannelKeyHeadDim.
   void (*kv_decode_channel)(const uint8_t* data, int n, const uint16_t* params, int head_dim, int group_size,
                             float* out);
-// scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
+  // scores[j] = exp(scores[j] - max) for j < n (a polynomial, within 1e-6 relative; scores
   // below max - 87, -inf included, give exactly 0); returns their sum.
   float (*exp_sub_sum)(float* scores, int n, float max);
   // The largest of x[0..n), n >= 1 (-inf when all are).
