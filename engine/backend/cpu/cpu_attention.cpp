@@ -50,8 +50,9 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
     const cpu::KvAxpyFn axpy = kernels_->kv_axpy[row_kind];
     const cpu::KvDecodeFn decode = d == KvDtype::kInt8 ? kernels_->kv_decode_int8 : kernels_->kv_decode_int4;
     const bool per_channel = KeysPerChannel(d);
-    // A lone query reads INT8/INT4 blocks in place (the same bits without the decode pass).
-    const bool in_place = quantized && tile.count == 1;
+    // A lone query reads INT8/INT4 blocks in place where the kernels can (the same bits
+    // without the decode pass); otherwise every block is decoded once, as for a tile.
+    const bool in_place = quantized && tile.count == 1 && kernels_->kv_in_place(hd, s.group_size());
     const cpu::KvQuantDotFn dot_in_place = d == KvDtype::kInt8 ? kernels_->kv_dot_int8 : kernels_->kv_dot_int4;
     const cpu::KvQuantAxpyFn axpy_in_place = d == KvDtype::kInt8 ? kernels_->kv_axpy_int8 : kernels_->kv_axpy_int4;
     float* kf = &kv_ws_[static_cast<size_t>(2 * bs * hd) * omp_get_thread_num()];

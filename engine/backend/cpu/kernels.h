@@ -168,7 +168,7 @@ using KvAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, floa
 // (fused multiply-adds; the generic table multiplies and adds apart, one rounding more).
 using KvDecodeFn = void (*)(const KvRows& rows, int head_dim, int group_size, float* out);
 // Quantized rows read in place: the bits of KvDecodeFn followed by the F32 KvDotFn / KvAxpyFn
-// (values decoded in registers; a decode pass where the shape has no such code).
+// (values decoded in registers). REQUIRES: kv_in_place(head_dim, group_size).
 using KvQuantDotFn = void (*)(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores);
 using KvQuantAxpyFn = void (*)(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc);
 
@@ -185,6 +185,9 @@ struct KernelTable {
   KvDecodeFn kv_decode_int8, kv_decode_int4;
   KvQuantDotFn kv_dot_int8, kv_dot_int4;
   KvQuantAxpyFn kv_axpy_int8, kv_axpy_int4;
+  // Whether kv_dot_int8/int4 and kv_axpy_int8/int4 take rows of this shape (head dim 64 or 128
+  // in one group).
+  bool (*kv_in_place)(int head_dim, int group_size);
   // INT4C keys of a full block (kv_spec.h) decoded to F32 out[n][head_dim], the bits of the
   // codec's DecodeKvKeyRowPerChannel: the rows' codes `data`, params[head_dim][2] {scale, bias}.
   // REQUIRES: head_dim <= kMaxChannelKeyHeadDim.

@@ -445,6 +445,7 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_dot_int4 = &KvDotQuant<KvDtype::kInt4>;
   t.kv_axpy_int8 = &KvAxpyQuant<KvDtype::kInt8>;
   t.kv_axpy_int4 = &KvAxpyQuant<KvDtype::kInt4>;
+  t.kv_in_place = &KvInPlaceShape;
   t.kv_decode_channel = &KvDecodeChannel;
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;

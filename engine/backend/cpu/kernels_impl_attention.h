@@ -280,21 +280,11 @@ inline void KvDecodeChannel(const uint8_t* data, int n, const uint16_t* params, 
 }
 
 // ---- Quantized rows read in place --------------------------------------------------------
-// KvDecode and then the F32 row kernels, without the decode pass where the shape allows (head
-// dim 64 or 128 in one group, whole vectors per INT4 half): the same bits either way. For a
-// single query (decode), where a decoded block would serve one query only.
-template <KvDtype D>
+// KvDecode and then the F32 row kernels without the decode pass, for the shapes with such code
+// (KvInPlaceShape: head dim 64 or 128 in one group): the same bits. For a single query
+// (decode), where a decoded block would serve one query only.
 inline bool KvInPlaceShape(int head_dim, int group_size) {
   return (head_dim == 64 || head_dim == 128) && group_size == head_dim && (head_dim / 2) % L == 0;
-}
-
-// Rows [0, n) of `rows` decoded into a per-thread buffer (shapes without in-place code).
-template <KvDtype D>
-inline KvRows DecodedRows(const KvRows& rows, int head_dim, int group_size) {
-  thread_local std::vector<float> decoded;
-  decoded.resize(static_cast<size_t>(rows.n) * head_dim);
-  KvDecode<D>(rows, head_dim, group_size, decoded.data());
-  return KvRows{reinterpret_cast<const uint8_t*>(decoded.data()), nullptr, rows.n};
 }
 
 template <KvDtype D, int C>
@@ -308,19 +298,13 @@ inline void KvDotInPlace(const float* q, const KvRows& rows, float* scores) {
 }
 
 template <KvDtype D>
-void KvDotQuant(const float* q, const KvRows& rows, int head_dim, int group_size, float* scores) {
-  if (!KvInPlaceShape<D>(head_dim, group_size)) {
-    return KvDot<KvDtype::kF32>(q, DecodedRows<D>(rows, head_dim, group_size), head_dim, scores);
-  }
+void KvDotQuant(const float* q, const KvRows& rows, int head_dim, int /*group_size*/, float* scores) {
   if (head_dim == 64) return KvDotInPlace<D, 64 / L>(q, rows, scores);
   KvDotInPlace<D, 128 / L>(q, rows, scores);
 }
 
 template <KvDtype D>
-void KvAxpyQuant(const float* p, const KvRows& rows, int head_dim, int group_size, float* acc) {
-  if (!KvInPlaceShape<D>(head_dim, group_size)) {
-    return KvAxpy<KvDtype::kF32>(p, DecodedRows<D>(rows, head_dim, group_size), head_dim, acc);
-  }
+void KvAxpyQuant(const float* p, const KvRows& rows, int head_dim, int /*group_size*/, float* acc) {
   if (head_dim == 64) return KvAxpyRowsFixed<64 / L>(p, QuantRowsAt<D, 64 / L>{rows.data, rows.scales}, rows.n, acc);
   KvAxpyRowsFixed<128 / L>(p, QuantRowsAt<D, 128 / L>{rows.data, rows.scales}, rows.n, acc);
 }

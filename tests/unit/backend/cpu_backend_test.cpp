@@ -13,9 +13,10 @@
 namespace kvserve {
 namespace {
 
-std::unique_ptr<Model> TinyModel(const std::string& spec = "synthetic:tiny:f32") {
+std::unique_ptr<Model> TinyModel(const std::string& spec = "synthetic:tiny:f32", int num_layers = 0) {
   ModelLoadOptions o;
   o.seed = 7;
+  o.num_layers_override = num_layers;
   auto m = Model::Load(spec, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return std::move(m).value();
@@ -114,12 +115,23 @@ TEST(CpuBackend, Qwen3AndGemmaMatchTheDenseReference) {
 // Attention query tiles share K/V block reads between a chunk's queries; every query's
 // arithmetic stays what it is alone, so any tile size gives the same bits (windows and
 // soft-capping on gemma2-tiny, staged INT4C keys on tiny, quantized blocks decoded once per
-// tile).
+// tile; one layer of 150m, head dim 64, where a lone query reads INT8/INT4 rows in place).
 TEST(CpuBackend, AttentionQueryTilesDoNotChangeTheBits) {
-  for (const auto& [spec, kv] :
-       {std::pair{"synthetic:gemma2-tiny:f32", KvDtype::kF16}, std::pair{"synthetic:gemma2-tiny:f32", KvDtype::kInt8},
-        std::pair{"synthetic:tiny:f32", KvDtype::kInt4}, std::pair{"synthetic:tiny:f32", KvDtype::kInt4C}}) {
-    auto model = TinyModel(spec);
+  struct Case {
+    const char* spec;
+    KvDtype kv;
+    int layers;
+  };
+  std::string loaded;  // one load per model (150m takes a second)
+  std::unique_ptr<Model> model;
+  for (const auto& [spec, kv, layers] :
+       {Case{"synthetic:gemma2-tiny:f32", KvDtype::kF16, 0}, Case{"synthetic:gemma2-tiny:f32", KvDtype::kInt8, 0},
+        Case{"synthetic:tiny:f32", KvDtype::kInt4, 0}, Case{"synthetic:tiny:f32", KvDtype::kInt4C, 0},
+        Case{"synthetic:150m:f16", KvDtype::kInt8, 1}, Case{"synthetic:150m:f16", KvDtype::kInt4, 1}}) {
+    if (loaded != spec) model = TinyModel(spec, layers), loaded = spec;
+    if (model->config().head_dim == 64) {
+      ASSERT_TRUE(cpu::Kernels().kv_in_place(64, 64));  // tile 1 below reads in place
+    }
     const int V = model->config().vocab_size;
     const std::vector<int32_t> a = RandomTokens(45, V, 8), b = RandomTokens(19, V, 9);
     std::vector<std::vector<float>> runs;
