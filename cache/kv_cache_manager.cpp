@@ -4,6 +4,7 @@
 #include "cache/kv_cache_manager.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "cache/kv_cache_manager_impl.h"
@@ -12,14 +13,9 @@ namespace kvserve {
 
 // ---- Impl helpers ----------------------------------------------------------------------
 
-KvCacheManager::Impl::Impl(const KvSpec& spec, const KvCacheManagerConfig& c)
-    : block_size(spec.block_size()),
-      config(c),
-      pool(c.num_blocks),
-      index(c.num_blocks, spec.block_size(), c.test_hooks.prefix_hash),
-      host(c.num_host_blocks, spec.block_bytes()),
-      pinned(c.num_blocks, 0) {
-  // Each segment's share of the block, padding included, so the dtypes sum to block_bytes.
+// Each segment's share of a block of `spec`, padding included, so the dtypes sum to
+// block_bytes, times `blocks`.
+static void AddBytesByDtype(const KvSpec& spec, int64_t blocks, std::map<std::string, int64_t>* out) {
   struct Segment {
     size_t offset;
     KvDtype dtype;
@@ -33,9 +29,19 @@ KvCacheManager::Impl::Impl(const KvSpec& spec, const KvCacheManagerConfig& c)
   std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
   for (size_t i = 0; i < segments.size(); ++i) {
     const size_t end = i + 1 < segments.size() ? segments[i + 1].offset : spec.block_bytes();
-    bytes_per_block_by_dtype[std::string(KvDtypeName(segments[i].dtype))] +=
-        static_cast<int64_t>(end - segments[i].offset);
+    (*out)[std::string(KvDtypeName(segments[i].dtype))] += static_cast<int64_t>(end - segments[i].offset) * blocks;
   }
+}
+
+KvCacheManager::Impl::Impl(const KvSpec& spec, const KvCacheManagerConfig& c)
+    : block_size(spec.block_size()),
+      config(c),
+      pool(c.num_blocks, c.num_compact_blocks),
+      index(c.num_blocks + c.num_compact_blocks, spec.block_size(), c.test_hooks.prefix_hash),
+      host(c.num_host_blocks, spec.block_bytes()),
+      pinned(c.num_blocks + c.num_compact_blocks, 0) {
+  AddBytesByDtype(spec, c.num_blocks, &pool_bytes_by_dtype);
+  if (c.num_compact_blocks > 0) AddBytesByDtype(*c.compact_spec, c.num_compact_blocks, &pool_bytes_by_dtype);
 }
 
 KvCacheManager::Impl::Seq& KvCacheManager::Impl::Get(SeqId id) {
@@ -86,6 +92,7 @@ void KvCacheManager::Impl::ReleaseTable(Seq& s, std::optional<EvictionReason> re
   blocks.clear();
   for (int32_t slot : s.host_slots) host.Release(slot);
   s.host_slots.clear();
+  s.host_compact.clear();
 }
 
 void KvCacheManager::Impl::MaybeVerify() const {
@@ -99,12 +106,23 @@ void KvCacheManager::Impl::MaybeVerify() const {
 KvCacheManager::KvCacheManager(KvSpec spec, const KvCacheManagerConfig& config) : spec_(std::move(spec)) {
   CHECK_GT(config.num_blocks, 0);
   CHECK_GE(config.num_host_blocks, 0);
+  CHECK_GE(config.num_compact_blocks, 0);
+  if (config.num_compact_blocks > 0) {
+    const KvSpec& c = *config.compact_spec;  // host slots (main block bytes) hold either kind
+    CHECK(c.block_size() == spec_.block_size() && c.block_bytes() <= spec_.block_bytes())
+        << "compaction spec " << c.Describe() << " does not fit blocks of " << spec_.Describe();
+  }
   impl_ = std::make_unique<Impl>(spec_, config);
   impl_->owner = this;
 }
 
-KvCacheManager::KvCacheManager(KvSpec spec, int num_blocks)
-    : KvCacheManager(std::move(spec), KvCacheManagerConfig{.num_blocks = num_blocks}) {}
+static KvCacheManagerConfig WithBlocks(int num_blocks) {
+  KvCacheManagerConfig c;
+  c.num_blocks = num_blocks;
+  return c;
+}
+
+KvCacheManager::KvCacheManager(KvSpec spec, int num_blocks) : KvCacheManager(std::move(spec), WithBlocks(num_blocks)) {}
 
 KvCacheManager::~KvCacheManager() = default;
 
@@ -188,6 +206,10 @@ void KvCacheManager::CommitComputed(SeqId seq, std::span<const int32_t> tokens, 
   const int full = num_computed / bs;
   for (int i = static_cast<int>(s.chain.size()); i < full; ++i) {
     const BlockId b = s.table.blocks()[i];
+    if (m.pool.is_compact(b)) {
+      s.chain_broken = true;  // compact blocks are never published
+      break;
+    }
     const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const BlockHash parent_hash = i == 0 ? BlockHash{} : s.chain[i - 1].hash;
     const PrefixRef parent = i == 0 ? kPrefixRoot : s.chain[i - 1].canonical;
@@ -244,10 +266,14 @@ std::optional<std::vector<std::pair<BlockId, BlockId>>> KvCacheManager::Truncate
   auto& blocks = s.table.mutable_blocks();
   const bool partial = num_tokens % bs != 0;
   const BlockId partial_block = partial ? blocks[keep_blocks - 1] : kNoBlock;
-  const bool needs_copy = partial && m.pool.ref_count(partial_block) > 1;
+  // A shared partial block, or a compact one (new rows are written in the main dtype), is
+  // replaced by a private main-region copy.
+  const bool needs_copy = partial && (m.pool.ref_count(partial_block) > 1 || m.pool.is_compact(partial_block));
   if (needs_copy) {
     int freed = 0;
-    for (int i = keep_blocks; i < static_cast<int>(blocks.size()); ++i) freed += m.pool.ref_count(blocks[i]) == 1;
+    for (int i = keep_blocks; i < static_cast<int>(blocks.size()); ++i) {
+      freed += m.pool.ref_count(blocks[i]) == 1 && !m.pool.is_compact(blocks[i]);
+    }
     if (m.pool.num_free() + freed < 1) return std::nullopt;
   } else if (partial && m.index.indexed(partial_block)) {
     m.index.Remove(partial_block);  // held by this sequence alone: writable again
@@ -308,6 +334,31 @@ const BlockTable& KvCacheManager::table(SeqId seq) const {
 }
 
 int KvCacheManager::num_sequences() const { return static_cast<int>(impl_->seqs.size()); }
+
+std::vector<std::pair<BlockId, BlockId>> KvCacheManager::Compact(SeqId seq, int keep_recent_tokens) {
+  Impl& m = *impl_;
+  Impl::Seq& s = m.Get(seq);
+  CHECK(!s.swapped) << "sequence " << seq << " is swapped out";
+  std::vector<std::pair<BlockId, BlockId>> copies;
+  const int bs = block_size();
+  const int old_blocks = std::max(0, s.table.num_tokens() - std::max(keep_recent_tokens, 0)) / bs;
+  auto& blocks = s.table.mutable_blocks();
+  for (int i = 0; i < old_blocks && m.pool.num_compact_free() > 0; ++i) {
+    const BlockId b = blocks[i];
+    if (m.pool.is_compact(b) || m.pool.ref_count(b) != 1) continue;  // done, or shared
+    const BlockId dst = *m.pool.AllocateCompact();
+    copies.emplace_back(b, dst);
+    blocks[i] = dst;
+    m.pool.Release(b);  // a published block stays cached (LRU), as a finished sequence's do
+  }
+  m.compacted_blocks += static_cast<int64_t>(copies.size());
+  m.MaybeVerify();
+  return copies;
+}
+
+bool KvCacheManager::is_compact_block(BlockId id) const { return impl_->pool.is_compact(id); }
+int KvCacheManager::num_compact_blocks() const { return impl_->pool.num_compact_blocks(); }
+int KvCacheManager::num_free_compact_blocks() const { return impl_->pool.num_compact_free(); }
 
 KvCacheManager::Pin KvCacheManager::PinPrefix(std::span<const int32_t> tokens, std::string_view salt) {
   Impl& m = *impl_;

@@ -13,6 +13,11 @@
 //    the partial last block). A hash collision can cost a miss, never another request's data.
 //  * Positions are cache positions: after a sliding-window eviction the kept tokens are
 //    re-indexed (the caller re-rotates the keys of `shifted_blocks`).
+//  * Compaction (optional): a second region of smaller blocks in the compaction spec's dtype
+//    (ids from num_blocks() on, BlockPool). Compact() moves old full blocks there; a
+//    sequence's table may then mix regions, and every (src, dst) copy this class returns may
+//    cross them: the backend converts (decode, re-encode). Compact blocks are never published
+//    to the prefix index, and a partially kept one (Truncate) is copied back to the main region.
 //
 // Engine thread only; no locks.
 #pragma once
@@ -50,7 +55,11 @@ struct KvCacheManagerConfig {
   int num_blocks = 0;
   bool enable_prefix_caching = true;
   int num_host_blocks = 0;  // host offload tier capacity in blocks (0: no offload)
-  KvCacheTestHooks test_hooks;
+  // Compaction region: blocks of `compact_spec` (same shape and block size as the main spec,
+  // a smaller dtype: its blocks must not be larger). 0: no compaction.
+  int num_compact_blocks = 0;
+  std::optional<KvSpec> compact_spec = std::nullopt;
+  KvCacheTestHooks test_hooks = {};
 };
 
 class KvCacheManager {
@@ -135,6 +144,18 @@ class KvCacheManager {
   // No-op for kFull. REQUIRES: Contains(seq), !IsSwapped(seq), and for kSlidingWindow
   // window_tokens > (sink_blocks + 1) * block_size.
   [[nodiscard]] WindowEviction EvictForWindow(SeqId seq, const WindowPolicy& policy, int num_new_tokens);
+
+  // ---- Compaction ----
+  // Moves seq's full blocks that end at least `keep_recent_tokens` positions before its last
+  // one, and that it alone holds, to the compact region, oldest first, as many as it has free
+  // blocks for. Returns the (main src, compact dst) copies the backend converts right away,
+  // before any other state-changing call or Forward (the src blocks are free from now on;
+  // a published one stays in the prefix index, its contents intact). REQUIRES: Contains(seq),
+  // !IsSwapped(seq).
+  [[nodiscard]] std::vector<std::pair<BlockId, BlockId>> Compact(SeqId seq, int keep_recent_tokens);
+  bool is_compact_block(BlockId id) const;
+  int num_compact_blocks() const;
+  int num_free_compact_blocks() const;
 
   // ---- Pinned prefixes ----
   // Pins the cached full blocks that cover the start of `tokens` under `salt` (e.g. a system

@@ -32,6 +32,7 @@ struct KvCacheManager::Impl {
   struct Seq {
     BlockTable table;               // device blocks (empty while swapped; num_tokens kept)
     std::vector<int32_t> host_slots;  // while swapped: one per block, in table order
+    std::vector<char> host_compact;   // while swapped: whether that block came from the compact region
     bool swapped = false;
     bool windowed = false;      // a sliding window applies: never published again
     bool chain_broken = false;  // a collision or salt change: publish nothing further
@@ -62,7 +63,7 @@ struct KvCacheManager::Impl {
   std::map<PinId, std::vector<BlockId>> pins;
   PinId next_pin_id = 1;
   std::unordered_map<SeqId, Seq> seqs;
-  std::map<std::string, int64_t> bytes_per_block_by_dtype;
+  std::map<std::string, int64_t> pool_bytes_by_dtype;  // both regions, scales included
   // Counters.
   std::array<int64_t, kNumEvictionReasons> evicted_blocks{};
   int64_t prefix_queries = 0;
@@ -71,6 +72,7 @@ struct KvCacheManager::Impl {
   int64_t prefix_hit_tokens = 0;
   int64_t swapped_out_blocks = 0;
   int64_t swapped_in_blocks = 0;
+  int64_t compacted_blocks = 0;
   // Back pointer for MaybeVerify.
   const KvCacheManager* owner = nullptr;
 };

@@ -27,7 +27,10 @@ KvCacheStats KvCacheManager::stats() const {
   for (const auto& [id, s] : m.seqs) st.tokens_stored += s.table.num_tokens();
   st.block_size = block_size();
   st.block_bytes = static_cast<int64_t>(spec_.block_bytes());
-  for (const auto& [name, bytes] : m.bytes_per_block_by_dtype) st.bytes_by_dtype[name] = bytes * st.total_blocks;
+  st.bytes_by_dtype = m.pool_bytes_by_dtype;
+  st.compact_total_blocks = m.pool.num_compact_blocks();
+  st.compact_used_blocks = st.compact_total_blocks - m.pool.num_compact_free();
+  st.compacted_blocks = m.compacted_blocks;
   st.host_total_blocks = m.host.num_slots();
   st.host_used_blocks = m.host.num_used();
   st.evicted_blocks = m.evicted_blocks;
@@ -60,6 +63,7 @@ KvBlockMap KvCacheManager::BlockMap() const {
     std::span<const BlockId> blocks = s.table.blocks();
     for (size_t i = 0; i < blocks.size(); ++i) {
       const BlockId b = blocks[i];
+      if (b >= n) continue;  // the compact region is not drawn
       if (map.holder[b] < 0) map.holder[b] = index;
       const int held = std::clamp(s.table.num_tokens() - static_cast<int>(i) * bs, 0, bs);
       map.fill[b] = static_cast<uint16_t>(std::max<int>(map.fill[b], held));
@@ -91,7 +95,7 @@ Status KvCacheManager::VerifyIntegrity() const {
   RETURN_IF_ERROR(m.pool.VerifyIntegrity());
   RETURN_IF_ERROR(m.index.VerifyIntegrity());
   const int bs = block_size();
-  const int n = m.pool.num_blocks();
+  const int n = m.pool.num_ids();  // both regions
   std::vector<int> holders(n, 0);
   std::vector<int32_t> host_slots;
   for (const auto& [id, s] : m.seqs) {
@@ -101,14 +105,16 @@ Status KvCacheManager::VerifyIntegrity() const {
     if (tokens < 0) return InternalError(name + " has negative token count");
     if (s.swapped) {
       if (s.table.num_blocks() != 0) return InternalError(name + " is swapped out but holds device blocks");
-      if (static_cast<int>(s.host_slots.size()) != want_blocks) {
+      if (static_cast<int>(s.host_slots.size()) != want_blocks || s.host_compact.size() != s.host_slots.size()) {
         return InternalError(name + " holds " + std::to_string(s.host_slots.size()) + " host slots for " +
                              std::to_string(tokens) + " tokens");
       }
       host_slots.insert(host_slots.end(), s.host_slots.begin(), s.host_slots.end());
       continue;
     }
-    if (!s.host_slots.empty()) return InternalError(name + " is on the device but holds host slots");
+    if (!s.host_slots.empty() || !s.host_compact.empty()) {
+      return InternalError(name + " is on the device but holds host slots");
+    }
     if (s.table.num_blocks() != want_blocks) {
       return InternalError(name + " holds " + std::to_string(tokens) + " tokens in " +
                            std::to_string(s.table.num_blocks()) + " blocks");
@@ -131,6 +137,12 @@ Status KvCacheManager::VerifyIntegrity() const {
       }
       if (!full && (m.pool.ref_count(b) != 1 || m.pinned[b])) {
         return InternalError(name + "'s partially filled block " + std::to_string(b) + " is shared");
+      }
+      if (!full && m.pool.is_compact(b)) {
+        return InternalError(name + "'s partially filled block " + std::to_string(b) + " is compact");
+      }
+      if (m.pool.is_compact(b) && m.index.indexed(b)) {
+        return InternalError("compact block " + std::to_string(b) + " is indexed");
       }
       if (i < static_cast<int>(s.chain.size()) && m.index.indexed(b) && m.index.hash(b) != s.chain[i].hash) {
         return InternalError(name + "'s block " + std::to_string(b) + " is indexed under another hash");

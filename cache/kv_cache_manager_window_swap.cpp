@@ -38,7 +38,9 @@ KvCacheManager::WindowEviction KvCacheManager::EvictForWindow(SeqId seq, const W
   };
   auto blocks_freed = [&](int e) {
     int n = 0;
-    for (int i = sink_blocks; i < sink_blocks + e; ++i) n += m.pool.ref_count(blocks[i]) == 1;
+    for (int i = sink_blocks; i < sink_blocks + e; ++i) {
+      n += m.pool.ref_count(blocks[i]) == 1 && !m.pool.is_compact(blocks[i]);
+    }
     return n;
   };
   while (evict < evictable && copies_needed(evict) > m.pool.num_free() + blocks_freed(evict)) ++evict;
@@ -77,9 +79,14 @@ std::optional<KvCacheManager::SwapPlan> KvCacheManager::SwapOut(SeqId seq) {
   std::optional<std::vector<int32_t>> slots = m.host.Allocate(static_cast<int>(blocks.size()));
   if (!slots) return std::nullopt;
   SwapPlan plan;
-  for (size_t i = 0; i < blocks.size(); ++i) plan.device_host.emplace_back(blocks[i], (*slots)[i]);
+  std::vector<char> compact;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    plan.device_host.emplace_back(blocks[i], (*slots)[i]);
+    compact.push_back(m.pool.is_compact(blocks[i]));
+  }
   m.ReleaseTable(s, std::nullopt);
   s.host_slots = std::move(*slots);
+  s.host_compact = std::move(compact);
   s.swapped = true;
   m.swapped_out_blocks += static_cast<int64_t>(plan.device_host.size());
   m.MaybeVerify();
@@ -90,17 +97,20 @@ std::optional<KvCacheManager::SwapPlan> KvCacheManager::SwapIn(SeqId seq) {
   Impl& m = *impl_;
   Impl::Seq& s = m.Get(seq);
   CHECK(s.swapped) << "sequence " << seq << " is not swapped out";
+  // Blocks come back to the region they left (their bytes are in that region's dtype).
   const int n = static_cast<int>(s.host_slots.size());
-  if (n > m.pool.num_free()) return std::nullopt;
+  const int n_compact = static_cast<int>(std::count(s.host_compact.begin(), s.host_compact.end(), 1));
+  if (n - n_compact > m.pool.num_free() || n_compact > m.pool.num_compact_free()) return std::nullopt;
   SwapPlan plan;
   for (int i = 0; i < n; ++i) {
-    const std::optional<BlockId> b = m.TakeBlock();
+    const std::optional<BlockId> b = s.host_compact[i] ? m.pool.AllocateCompact() : m.TakeBlock();
     CHECK(b.has_value());
     s.table.Append(*b);
     plan.device_host.emplace_back(*b, s.host_slots[i]);
     m.host.Release(s.host_slots[i]);
   }
   s.host_slots.clear();
+  s.host_compact.clear();
   s.swapped = false;
   m.swapped_in_blocks += n;
   m.MaybeVerify();

@@ -40,6 +40,12 @@ struct KvCacheStats {
   // Bytes of the pool by storage dtype name ("f16", "int8", ...), scales included.
   std::map<std::string, int64_t> bytes_by_dtype;
 
+  // Compaction region (old context re-encoded to a smaller dtype; its bytes are in
+  // bytes_by_dtype): blocks, blocks holding data, and blocks moved there since start.
+  int compact_total_blocks = 0;
+  int compact_used_blocks = 0;
+  int64_t compacted_blocks = 0;
+
   // Host offload tier.
   int host_total_blocks = 0;
   int host_used_blocks = 0;

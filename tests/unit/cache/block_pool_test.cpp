@@ -90,6 +90,26 @@ TEST(BlockPool, IntegrityHoldsOverARandomSequence) {
   EXPECT_TRUE(pool.VerifyIntegrity().ok());
 }
 
+TEST(BlockPool, CompactRegionHasItsOwnIdsAndFreeList) {
+  BlockPool pool(3, 2);
+  EXPECT_EQ(pool.num_ids(), 5);
+  EXPECT_EQ(pool.num_compact_blocks(), 2);
+  EXPECT_EQ(*pool.AllocateCompact(), 3);
+  EXPECT_EQ(*pool.AllocateCompact(), 4);
+  EXPECT_FALSE(pool.AllocateCompact().has_value());
+  EXPECT_EQ(pool.num_free(), 3);  // the main region is untouched
+  EXPECT_TRUE(pool.is_compact(3));
+  EXPECT_FALSE(pool.is_compact(2));
+  pool.Acquire(3);
+  pool.Release(3);
+  pool.Release(3);  // back to the compact list, not the main one
+  EXPECT_EQ(pool.num_compact_free(), 1);
+  EXPECT_EQ(pool.FreeListForTest(), (std::vector<BlockId>{0, 1, 2}));
+  for (int i = 0; i < 3; ++i) EXPECT_LT(*pool.Allocate(), 3);
+  EXPECT_FALSE(pool.Allocate().has_value());
+  EXPECT_TRUE(pool.VerifyIntegrity().ok());
+}
+
 TEST(BlockPoolDeathTest, DoubleFreeIsCaught) {
   BlockPool pool(2);
   const BlockId b = *pool.Allocate();

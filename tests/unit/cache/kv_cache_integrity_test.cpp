@@ -1,5 +1,5 @@
 // Randomized operation sequences on KvCacheManager (allocate, commit, prefix hits, fork, free,
-// truncate, window eviction, swap, pins) with VerifyIntegrity after every operation, and a
+// truncate, window eviction, swap, pins, compaction) with VerifyIntegrity after every operation, and a
 // shadow "backend" that stores the token id written at every slot: every live sequence must
 // read exactly its own tokens back, so no shared block was ever written and no prefix hit
 // ever served another prefix — also with a weak hash that collides all the time.
@@ -16,6 +16,7 @@ namespace {
 constexpr int kBlock = 4;
 constexpr int kNumBlocks = 48;
 constexpr int kHostBlocks = 24;
+constexpr int kCompactBlocks = 16;
 
 BlockHash WeakHash(const BlockHash&, std::span<const int32_t> tokens, std::string_view) {
   BlockHash h{};
@@ -25,7 +26,7 @@ BlockHash WeakHash(const BlockHash&, std::span<const int32_t> tokens, std::strin
 
 // Token ids per slot, as a backend would hold K/V; host slots likewise.
 struct ShadowCache {
-  std::vector<int32_t> device = std::vector<int32_t>(kNumBlocks * kBlock, -1);
+  std::vector<int32_t> device = std::vector<int32_t>((kNumBlocks + kCompactBlocks) * kBlock, -1);
   std::vector<int32_t> host = std::vector<int32_t>(kHostBlocks * kBlock, -1);
   void Copy(const std::vector<std::pair<BlockId, BlockId>>& copies) {
     for (auto [src, dst] : copies) {
@@ -51,6 +52,10 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
   KvCacheManagerConfig cfg;
   cfg.num_blocks = kNumBlocks;
   cfg.num_host_blocks = kHostBlocks;
+  cfg.num_compact_blocks = kCompactBlocks;
+  KvSpecConfig compact = sc;
+  compact.dtype = KvDtype::kInt8;
+  cfg.compact_spec = *KvSpec::Create(compact);
   cfg.test_hooks.verify_each_operation = true;
   cfg.test_hooks.prefix_hash = GetParam() ? &WeakHash : nullptr;
   KvCacheManager m(*KvSpec::Create(sc), cfg);
@@ -84,9 +89,13 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
   };
 
   for (int step = 0; step < 4000; ++step) {
-    int op = pick(100);
+    int op = pick(106);
     if (m.num_free_blocks() < 12 && op < 50) op = 60;  // under pressure: finish something
-    if (op < 22) {  // new request
+    if (op >= 100) {  // compaction of old context
+      auto id = random_live(true);
+      if (!id) continue;
+      shadow.Copy(m.Compact(*id, pick(3) * kBlock));
+    } else if (op < 22) {  // new request
       const SeqId id = next_id++;
       LiveSeq s;
       s.tokens = bases[pick(3)];
@@ -199,9 +208,11 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
   EXPECT_GT(st.swapped_in_blocks, 0);
   EXPECT_GT(st.evicted_blocks[static_cast<int>(EvictionReason::kWindow)], 0);
   EXPECT_GT(st.evicted_blocks[static_cast<int>(EvictionReason::kPrefixLru)], 0);
+  EXPECT_GT(st.compacted_blocks, 0);
   for (const auto& [id, s] : live) m.Free(id);
   m.UnpinAll();
   EXPECT_EQ(m.num_free_blocks(), kNumBlocks);
+  EXPECT_EQ(m.num_free_compact_blocks(), kCompactBlocks);
   EXPECT_EQ(m.stats().host_used_blocks, 0);
   EXPECT_TRUE(m.VerifyIntegrity().ok());
 }

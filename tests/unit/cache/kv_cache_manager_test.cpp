@@ -65,5 +65,90 @@ TEST(KvCacheManager, FreeReturnsBlocksLastBlockFirst) {
   EXPECT_TRUE(m.VerifyIntegrity().ok());
 }
 
+KvCacheManagerConfig CompactConfig(int num_blocks, int num_compact, int num_host = 0) {
+  KvCacheManagerConfig c;
+  c.num_blocks = num_blocks;
+  c.num_host_blocks = num_host;
+  c.num_compact_blocks = num_compact;
+  KvSpecConfig sc;
+  sc.num_layers = 1;
+  sc.num_kv_heads = 1;
+  sc.head_dim = 8;
+  sc.block_size = 4;
+  sc.dtype = KvDtype::kInt8;
+  c.compact_spec = *KvSpec::Create(sc);
+  c.test_hooks.verify_each_operation = true;
+  return c;
+}
+
+TEST(KvCacheManagerCompaction, MovesOldFullPrivateBlocksAndKeepsTheRecentOnes) {
+  KvCacheManager m(SmallSpec(4), CompactConfig(8, 4));
+  ASSERT_EQ(m.num_compact_blocks(), 4);
+  ASSERT_TRUE(m.AllocateSlots(1, 18).has_value());  // blocks 0..4, the last holds 2 tokens
+  ASSERT_TRUE(m.Fork(1, 2).has_value());            // 0..3 now shared with sequence 2
+  m.Free(2);
+  // Keep the newest 6 tokens: blocks ending at or before position 12 are old (0, 1, 2).
+  const auto copies = m.Compact(1, 6);
+  EXPECT_EQ(copies, (std::vector<std::pair<BlockId, BlockId>>{{0, 8}, {1, 9}, {2, 10}}));
+  EXPECT_EQ(Blocks(m, 1), (std::vector<BlockId>{8, 9, 10, 3, 4}));
+  EXPECT_TRUE(m.is_compact_block(8));
+  EXPECT_FALSE(m.is_compact_block(3));
+  EXPECT_EQ(m.num_used_blocks(), 2);
+  EXPECT_EQ(m.num_free_compact_blocks(), 1);
+  EXPECT_TRUE(m.Compact(1, 6).empty());  // nothing old is left in the main region
+  // Only one compact block is free: block 3 moves once it is old, block 4 never (partial).
+  ASSERT_TRUE(m.AllocateSlots(1, 20).has_value());
+  EXPECT_EQ(m.Compact(1, 0).size(), 1u);
+  EXPECT_EQ(m.num_free_compact_blocks(), 0);
+  const KvCacheStats st = m.stats();
+  EXPECT_EQ(st.compact_total_blocks, 4);
+  EXPECT_EQ(st.compact_used_blocks, 4);
+  EXPECT_EQ(st.compacted_blocks, 4);
+  EXPECT_EQ(st.bytes_by_dtype.at("f16"), 8 * static_cast<int64_t>(SmallSpec(4).block_bytes()));
+  EXPECT_EQ(st.bytes_by_dtype.at("int8"), 4 * static_cast<int64_t>(CompactConfig(8, 4).compact_spec->block_bytes()));
+  m.Free(1);
+  EXPECT_EQ(m.num_free_compact_blocks(), 4);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+}
+
+TEST(KvCacheManagerCompaction, SharedBlocksStayAndPublishedOnesRemainCached) {
+  KvCacheManager m(SmallSpec(4), CompactConfig(8, 4));
+  const std::vector<int32_t> tokens = cache_test::Range(1, 9);
+  ASSERT_TRUE(m.AllocateSlots(1, 9).has_value());
+  m.CommitComputed(1, tokens, 9, "");  // blocks 0, 1 published
+  ASSERT_EQ(m.AcquireCachedPrefix(2, tokens, ""), 8);  // 0, 1 shared by 1 and 2
+  EXPECT_TRUE(m.Compact(1, 0).empty());
+  m.Free(2);
+  EXPECT_EQ(m.Compact(1, 0).size(), 2u);
+  // The main copies stay in the prefix index: a new request still hits them.
+  EXPECT_EQ(m.AcquireCachedPrefix(3, tokens, ""), 8);
+  EXPECT_EQ(Blocks(m, 3), (std::vector<BlockId>{0, 1}));
+  // Sequence 1 no longer publishes (its blocks are compact) but keeps computing.
+  ASSERT_TRUE(m.AllocateSlots(1, 8).has_value());
+  m.CommitComputed(1, cache_test::Range(1, 17), 17, "");
+  EXPECT_TRUE(m.VerifyIntegrity().ok());
+}
+
+TEST(KvCacheManagerCompaction, TruncateIntoACompactBlockCopiesItBackAndSwapKeepsRegions) {
+  KvCacheManager m(SmallSpec(4), CompactConfig(8, 4, /*num_host=*/8));
+  ASSERT_TRUE(m.AllocateSlots(1, 13).has_value());  // 0, 1, 2, 3
+  ASSERT_EQ(m.Compact(1, 4).size(), 2u);            // 0, 1 -> 8, 9 (2 ends too late)
+  auto plan = m.SwapOut(1);
+  ASSERT_TRUE(plan.has_value());
+  plan = m.SwapIn(1);
+  ASSERT_TRUE(plan.has_value());
+  const auto blocks = Blocks(m, 1);
+  EXPECT_TRUE(m.is_compact_block(blocks[0]) && m.is_compact_block(blocks[1]));
+  EXPECT_FALSE(m.is_compact_block(blocks[2]) || m.is_compact_block(blocks[3]));
+  // Cut inside the second (compact) block: it comes back to the main region as a copy.
+  const auto copies = m.Truncate(1, 6);
+  ASSERT_TRUE(copies.has_value());
+  ASSERT_EQ(copies->size(), 1u);
+  EXPECT_EQ((*copies)[0].first, blocks[1]);
+  EXPECT_FALSE(m.is_compact_block((*copies)[0].second));
+  EXPECT_EQ(m.num_free_compact_blocks(), 3);
+  ASSERT_TRUE(m.AllocateSlots(1, 1).has_value());  // writes into the main copy
+}
+
 }  // namespace
 }  // namespace kvserve
