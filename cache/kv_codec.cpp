@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/check.h"
 #include "common/fp16.h"
@@ -152,6 +153,67 @@ void DecodeKvKeyRowPerChannel(const uint8_t* row_data, const uint16_t* channel_p
     const uint8_t b = row_data[static_cast<size_t>(c / group_size) * half + in_group % half];
     const int q = (in_group < half ? (b & 0xF) : (b >> 4)) - 8;
     dst[c] = Dequantize(q, &channel_params[kKvParamsPerGroup * c]);
+  }
+}
+
+namespace {
+
+struct SegmentPtrs {
+  size_t row_bytes;
+  int params_per_row;
+  size_t data_offset;
+  size_t scales_offset;
+};
+
+SegmentPtrs Segment(const KvSpec& spec, int layer, int kind, int head) {
+  const size_t off = spec.segment_offset(layer, kind, head);
+  return {spec.row_bytes(layer, head), spec.params_per_row(), off, off + spec.scales_offset(layer, head)};
+}
+
+}  // namespace
+
+void DecodeKvSegment(const KvSpec& spec, const uint8_t* block, int layer, int kind, int head, float* rows) {
+  const KvDtype d = spec.dtype(layer, head);
+  const int hd = spec.head_dim();
+  const SegmentPtrs p = Segment(spec, layer, kind, head);
+  const auto* scales = reinterpret_cast<const uint16_t*>(block + p.scales_offset);
+  for (int r = 0; r < spec.block_size(); ++r) {
+    const uint8_t* data = block + p.data_offset + r * p.row_bytes;
+    if (kind == 0 && KeysPerChannel(d)) {
+      DecodeKvKeyRowPerChannel(data, scales, hd, spec.group_size(), rows + static_cast<size_t>(r) * hd);
+    } else {
+      DecodeKvRow(d, data, scales + r * p.params_per_row, hd, spec.group_size(), rows + static_cast<size_t>(r) * hd);
+    }
+  }
+}
+
+void EncodeKvSegment(const KvSpec& spec, uint8_t* block, int layer, int kind, int head, const float* rows) {
+  const KvDtype d = spec.dtype(layer, head);
+  const int hd = spec.head_dim();
+  const SegmentPtrs p = Segment(spec, layer, kind, head);
+  auto* scales = reinterpret_cast<uint16_t*>(block + p.scales_offset);
+  if (kind == 0 && KeysPerChannel(d)) {
+    EncodeKvKeysPerChannel(rows, spec.block_size(), hd, spec.group_size(), block + p.data_offset, scales);
+    return;
+  }
+  for (int r = 0; r < spec.block_size(); ++r) {
+    EncodeKvRow(d, rows + static_cast<size_t>(r) * hd, hd, spec.group_size(), block + p.data_offset + r * p.row_bytes,
+                scales + r * p.params_per_row);
+  }
+}
+
+void ConvertKvBlock(const KvSpec& src_spec, const uint8_t* src, const KvSpec& dst_spec, uint8_t* dst) {
+  CHECK(src_spec.num_layers() == dst_spec.num_layers() && src_spec.num_kv_heads() == dst_spec.num_kv_heads() &&
+        src_spec.head_dim() == dst_spec.head_dim() && src_spec.block_size() == dst_spec.block_size())
+      << "ConvertKvBlock: " << src_spec.Describe() << " -> " << dst_spec.Describe();
+  std::vector<float> rows(static_cast<size_t>(src_spec.block_size()) * src_spec.head_dim());
+  for (int l = 0; l < src_spec.num_layers(); ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int h = 0; h < src_spec.num_kv_heads(); ++h) {
+        DecodeKvSegment(src_spec, src, l, kind, h, rows.data());
+        EncodeKvSegment(dst_spec, dst, l, kind, h, rows.data());
+      }
+    }
   }
 }
 

@@ -38,4 +38,13 @@ void EncodeKvKeysPerChannel(const float* rows, int num_rows, int head_dim, int g
 void DecodeKvKeyRowPerChannel(const uint8_t* row_data, const uint16_t* channel_params, int head_dim,
                               int group_size, float* dst);
 
+// Segment (layer, kind 0=K 1=V, kv head) of a whole block laid out by `spec`, as float rows
+// [block_size][head_dim]: every row decoded, or encoded (INT4C keys per channel over all
+// rows, so the block must be full).
+void DecodeKvSegment(const KvSpec& spec, const uint8_t* block, int layer, int kind, int head, float* rows);
+void EncodeKvSegment(const KvSpec& spec, uint8_t* block, int layer, int kind, int head, const float* rows);
+// A full block re-encoded in another layout of the same shape and block size (compaction to
+// a smaller dtype, or back): every segment decoded from `src` and encoded into `dst`.
+void ConvertKvBlock(const KvSpec& src_spec, const uint8_t* src, const KvSpec& dst_spec, uint8_t* dst);
+
 }  // namespace kvserve

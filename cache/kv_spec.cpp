@@ -152,4 +152,29 @@ std::string KvSpec::Describe() const {
   return out;
 }
 
+StatusOr<KvSpec> CompactSpecFor(const KvSpec& main, KvDtype dtype) {
+  KvSpecConfig c;
+  c.num_layers = main.num_layers();
+  c.num_kv_heads = main.num_kv_heads();
+  c.head_dim = main.head_dim();
+  c.block_size = main.block_size();
+  c.group_size = main.group_size();
+  c.dtype = dtype;
+  for (int l = 0; l < main.num_layers(); ++l) {
+    for (int h = 0; h < main.num_kv_heads(); ++h) {
+      const KvDtype d = main.dtype(l, h);
+      if (KeysPerChannel(d)) return InvalidArgumentError("KV compaction needs a cache without int4c keys");
+      if (d == main.default_dtype()) continue;
+      c.keep.push_back({l, h});
+      c.keep_dtype = d;
+    }
+  }
+  ASSIGN_OR_RETURN(KvSpec spec, KvSpec::Create(c));
+  if (spec.block_bytes() >= main.block_bytes()) {
+    return InvalidArgumentError("KV compaction to " + std::string(KvDtypeName(dtype)) + " does not shrink " +
+                                std::string(KvDtypeName(main.default_dtype())) + " blocks");
+  }
+  return spec;
+}
+
 }  // namespace kvserve

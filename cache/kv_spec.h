@@ -130,4 +130,10 @@ class KvSpec {
   size_t staging_bytes_ = 0;
 };
 
+// The layout of the compaction region beside a cache of `main` (KvCacheManager::Compact):
+// the same shape, block size and group size, `dtype` where main has its default dtype and
+// the kept (layer, head) pairs at their dtype. INVALID_ARGUMENT unless its blocks are smaller
+// than main's and main keeps no keys per channel (INT4C staging is not compacted).
+[[nodiscard]] StatusOr<KvSpec> CompactSpecFor(const KvSpec& main, KvDtype dtype);
+
 }  // namespace kvserve

@@ -40,6 +40,16 @@ class Backend {
   // Allocates the KV arena: num_blocks * spec.block_bytes() bytes, zeroed.
   [[nodiscard]] virtual Status InitKvCache(const KvSpec& spec, int num_blocks) = 0;
 
+  // Compaction (KvCacheManager::Compact): a second arena of `num_blocks` blocks laid out by
+  // `spec` (the main spec's shape and block size, a smaller dtype) whose ids follow the main
+  // arena's. Attention then reads tables that mix both; CopyBlocks between the regions
+  // converts (decode, re-encode); ShiftKeys, ReadBlock and WriteBlock take either id (a
+  // compact block's bytes are its spec's block_bytes). New rows are only written to the main
+  // arena. Call after InitKvCache. Optional: the default says the backend has none.
+  [[nodiscard]] virtual Status InitCompactKvCache(const KvSpec& spec, int num_blocks) {
+    return UnimplementedError(name() + " backend has no KV compaction");
+  }
+
   // Runs the model over `batch`, writing new K/V at the slot mapping and
   // logits[num_logits][vocab] for the requested rows. REQUIRES: batch within the limits.
   [[nodiscard]] virtual Status Forward(const ForwardBatch& batch, std::span<float> logits) = 0;
@@ -62,7 +72,8 @@ class Backend {
   // Time spent per forward operation goes to `profiler` (nullable; not owned).
   void SetProfiler(Profiler* profiler) { profiler_ = profiler; }
 
-  // Raw block bytes for host offload and tests: copy block `id` out/in (block_bytes bytes).
+  // Raw block bytes for host offload and tests: copy block `id` out/in (its region's
+  // block_bytes; a larger span keeps the rest).
   [[nodiscard]] virtual Status ReadBlock(int32_t id, std::span<uint8_t> out) const = 0;
   [[nodiscard]] virtual Status WriteBlock(int32_t id, std::span<const uint8_t> in) = 0;
 

@@ -17,9 +17,11 @@
 
 namespace kvserve {
 
-// INVALID_ARGUMENT naming the first problem; OK when every index is in range.
+// INVALID_ARGUMENT naming the first problem; OK when every index is in range. Slots are
+// written into blocks [0, num_blocks); tables may also list the compaction region's blocks
+// [num_blocks, num_blocks + num_compact_blocks), which are only read.
 [[nodiscard]] inline Status ValidateForwardBatch(const ForwardBatch& b, const BackendLimits& lim, int vocab_size,
-                                                 int num_blocks, int block_size) {
+                                                 int num_blocks, int block_size, int num_compact_blocks = 0) {
   const int T = b.num_tokens();
   const int S = b.num_seqs();
   if (T <= 0 || T > lim.max_num_tokens) {
@@ -50,7 +52,7 @@ namespace kvserve {
     }
     for (int j = 0; j < (b.seq_lens[s] + bs - 1) / bs; ++j) {
       const int32_t block = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
-      if (block < 0 || block >= num_blocks) {
+      if (block < 0 || block >= num_blocks + num_compact_blocks) {
         return InvalidArgumentError(fmt::format("block table entry {} out of range", block));
       }
     }

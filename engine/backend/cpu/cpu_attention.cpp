@@ -4,10 +4,55 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <optional>
 
 #include "engine/backend/cpu/cpu_backend.h"
 
 namespace kvserve {
+namespace {
+
+// How attention reads one (layer, kv head) segment of a region's blocks (the main arena, or
+// the compaction region with its own dtype).
+struct SegmentReader {
+  const uint8_t* arena;
+  int32_t first_id;  // block ids of the region start here
+  size_t block_bytes;
+  int group;
+  KvDtype d;
+  bool quantized, per_channel;
+  // Float rows are read in place; a quantized block's rows are decoded to F32 once (kf, vf)
+  // for all queries of the tile, so a query's arithmetic does not depend on the tiling. A
+  // lone query reads INT8/INT4 blocks in place where the kernels can (the same bits without
+  // the decode pass).
+  bool in_place;
+  cpu::KvDotFn dot;
+  cpu::KvAxpyFn axpy;
+  cpu::KvDecodeFn decode;
+  cpu::KvQuantDotFn dot_in_place;
+  cpu::KvQuantAxpyFn axpy_in_place;
+  size_t k_offset, v_offset, scales_offset, segment_bytes;
+
+  SegmentReader(const cpu::KernelTable& kt, const KvSpec& s, const uint8_t* arena_, int32_t first, int layer,
+                int g, int tile_count)
+      : arena(arena_), first_id(first), block_bytes(s.block_bytes()), group(s.group_size()), d(s.dtype(layer, g)) {
+    quantized = IsQuantized(d);
+    per_channel = KeysPerChannel(d);
+    in_place = quantized && tile_count == 1 && kt.kv_in_place(s.head_dim(), group);
+    const int row_kind = static_cast<int>(quantized ? KvDtype::kF32 : d);
+    dot = kt.kv_dot[row_kind];
+    axpy = kt.kv_axpy[row_kind];
+    decode = d == KvDtype::kInt8 ? kt.kv_decode_int8 : kt.kv_decode_int4;
+    dot_in_place = d == KvDtype::kInt8 ? kt.kv_dot_int8 : kt.kv_dot_int4;
+    axpy_in_place = d == KvDtype::kInt8 ? kt.kv_axpy_int8 : kt.kv_axpy_int4;
+    k_offset = s.segment_offset(layer, 0, g);
+    v_offset = s.segment_offset(layer, 1, g);
+    scales_offset = s.scales_offset(layer, g);
+    segment_bytes = scales_offset + (quantized ? sizeof(uint16_t) * s.block_size() * s.params_per_row() : 0);
+  }
+  const uint8_t* block(int32_t id) const { return arena + static_cast<size_t>(id - first_id) * block_bytes; }
+};
+
+}  // namespace
 
 void CpuBackend::Attention(const ForwardBatch& b, int layer) {
   const ModelConfig& c = config_;
@@ -41,20 +86,12 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
     const QueryTile tile = query_tiles_[u % num_tiles];
     const int g = u / num_tiles;
     const int32_t* table = &b.block_tables[static_cast<size_t>(tile.seq) * b.max_blocks_per_seq];
-    const KvDtype d = s.dtype(layer, g);
-    // Float rows are read in place; a quantized block's rows are decoded to F32 once (kf, vf)
-    // for all queries of the tile, so a query's arithmetic does not depend on the tiling.
-    const bool quantized = IsQuantized(d);
-    const int row_kind = static_cast<int>(quantized ? KvDtype::kF32 : d);
-    const cpu::KvDotFn dot = kernels_->kv_dot[row_kind];
-    const cpu::KvAxpyFn axpy = kernels_->kv_axpy[row_kind];
-    const cpu::KvDecodeFn decode = d == KvDtype::kInt8 ? kernels_->kv_decode_int8 : kernels_->kv_decode_int4;
-    const bool per_channel = KeysPerChannel(d);
-    // A lone query reads INT8/INT4 blocks in place where the kernels can (the same bits
-    // without the decode pass); otherwise every block is decoded once, as for a tile.
-    const bool in_place = quantized && tile.count == 1 && kernels_->kv_in_place(hd, s.group_size());
-    const cpu::KvQuantDotFn dot_in_place = d == KvDtype::kInt8 ? kernels_->kv_dot_int8 : kernels_->kv_dot_int4;
-    const cpu::KvQuantAxpyFn axpy_in_place = d == KvDtype::kInt8 ? kernels_->kv_axpy_int8 : kernels_->kv_axpy_int4;
+    const SegmentReader main_reader(*kernels_, s, kv_arena_, 0, layer, g, tile.count);
+    const std::optional<SegmentReader> compact_reader =
+        compact_spec_ ? std::optional<SegmentReader>(std::in_place, *kernels_, *compact_spec_, compact_arena_,
+                                                     num_blocks_, layer, g, tile.count)
+                      : std::nullopt;
+    auto reader_of = [&](int32_t id) -> const SegmentReader& { return id < num_blocks_ ? main_reader : *compact_reader; };
     float* kf = &kv_ws_[static_cast<size_t>(2 * bs * hd) * omp_get_thread_num()];
     float* vf = kf + static_cast<size_t>(bs) * hd;
 
@@ -73,28 +110,31 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
       hi = std::max(hi, ctx);
     }
     for (int start = lo; start < hi; start += bs) {
-      const uint8_t* block = kv_arena_ + static_cast<size_t>(table[start / bs]) * s.block_bytes();
-      const uint8_t* kseg = block + s.segment_offset(layer, 0, g);
-      const uint8_t* vseg = block + s.segment_offset(layer, 1, g);
-      const size_t scales_off = s.scales_offset(layer, g);
+      const int32_t id = table[start / bs];
+      const SegmentReader& rd = reader_of(id);
+      const uint8_t* block = rd.block(id);
+      const uint8_t* kseg = block + rd.k_offset;
+      const uint8_t* vseg = block + rd.v_offset;
       if (start + bs < hi) {
         // A head's rows are a few KB per block, blocks far apart: the hardware prefetcher does
         // not see the next one coming (decode at long context waits on memory otherwise).
-        const uint8_t* next = kv_arena_ + static_cast<size_t>(table[start / bs + 1]) * s.block_bytes();
-        const size_t seg_bytes = scales_off + (IsQuantized(d) ? sizeof(uint16_t) * bs * s.params_per_row() : 0);
-        for (size_t off = 0; off < seg_bytes; off += 64) {
-          __builtin_prefetch(next + s.segment_offset(layer, 0, g) + off);
-          __builtin_prefetch(next + s.segment_offset(layer, 1, g) + off);
+        const int32_t next_id = table[start / bs + 1];
+        const SegmentReader& nr = reader_of(next_id);
+        const uint8_t* next = nr.block(next_id);
+        for (size_t off = 0; off < nr.segment_bytes; off += 64) {
+          __builtin_prefetch(next + nr.k_offset + off);
+          __builtin_prefetch(next + nr.v_offset + off);
         }
       }
-      const auto* kscales = reinterpret_cast<const uint16_t*>(kseg + scales_off);
-      const auto* vscales = reinterpret_cast<const uint16_t*>(vseg + scales_off);
+      const auto* kscales = reinterpret_cast<const uint16_t*>(kseg + rd.scales_offset);
+      const auto* vscales = reinterpret_cast<const uint16_t*>(vseg + rd.scales_offset);
       const int block_rows = std::min(bs, hi - start);  // written rows some query of the tile reads
+      const bool quantized = rd.quantized, in_place = rd.in_place, per_channel = rd.per_channel;
       bool keys_decoded = false;
       if (quantized && !in_place) {
-        decode(cpu::KvRows{vseg, vscales, block_rows}, hd, s.group_size(), vf);
+        rd.decode(cpu::KvRows{vseg, vscales, block_rows}, hd, rd.group, vf);
         if (!per_channel) {
-          decode(cpu::KvRows{kseg, kscales, block_rows}, hd, s.group_size(), kf);
+          rd.decode(cpu::KvRows{kseg, kscales, block_rows}, hd, rd.group, kf);
           keys_decoded = true;
         }
       }
@@ -113,13 +153,13 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
         const auto* decoded_v = reinterpret_cast<const uint8_t*>(vf);
         cpu::KvRows krows{kseg, kscales, n};
         const cpu::KvRows vrows{quantized && !in_place ? decoded_v : vseg, vscales, n};
-        cpu::KvDotFn key_dot = dot;
+        cpu::KvDotFn key_dot = rd.dot;
         bool keys_in_place = false;
-        if (per_channel && start == (ctx - 1) / bs * bs) {  // INT4C: a query's own block is staged F16
-          krows.data = reinterpret_cast<const uint8_t*>(staging_->rows(table[start / bs], layer, g));
+        if (per_channel && staging_ && start == (ctx - 1) / bs * bs) {  // INT4C: a query's own block is staged F16
+          krows.data = reinterpret_cast<const uint8_t*>(staging_->rows(id, layer, g));
           key_dot = kernels_->kv_dot[static_cast<int>(KvDtype::kF16)];
         } else if (per_channel) {  // earlier blocks: per channel
-          if (!keys_decoded) kernels_->kv_decode_channel(kseg, block_rows, kscales, hd, s.group_size(), kf);
+          if (!keys_decoded) kernels_->kv_decode_channel(kseg, block_rows, kscales, hd, rd.group, kf);
           keys_decoded = true;
           krows.data = decoded_k;
         } else if (quantized) {
@@ -130,7 +170,7 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
         for (int r = 0; r < n_rep; ++r) {
           float* sc = scores + r * bs;
           if (keys_in_place) {
-            dot_in_place(q + r * hd, krows, hd, s.group_size(), sc);
+            rd.dot_in_place(q + r * hd, krows, hd, rd.group, sc);
           } else {
             key_dot(q + r * hd, krows, hd, sc);
           }
@@ -147,9 +187,9 @@ void CpuBackend::Attention(const ForwardBatch& b, int layer) {
           }
           sum[r] += kernels_->exp_sub_sum(sc, krows.n, max[r]);
           if (in_place) {
-            axpy_in_place(sc, vrows, hd, s.group_size(), acc + r * hd);
+            rd.axpy_in_place(sc, vrows, hd, rd.group, acc + r * hd);
           } else {
-            axpy(sc, vrows, hd, acc + r * hd);
+            rd.axpy(sc, vrows, hd, acc + r * hd);
           }
         }
       }

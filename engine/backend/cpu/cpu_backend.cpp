@@ -69,7 +69,23 @@ CpuBackend::CpuBackend(const Model& model, const CpuBackendOptions& options)
             ComputeDtypeName(options.compute_dtype));
 }
 
-CpuBackend::~CpuBackend() { std::free(kv_arena_); }
+CpuBackend::~CpuBackend() {
+  std::free(kv_arena_);
+  std::free(compact_arena_);
+}
+
+// 64-byte aligned, zeroed host memory for `num_blocks` blocks of `spec`, in *arena.
+static Status AllocateArena(const KvSpec& spec, int num_blocks, uint8_t** arena) {
+  std::free(*arena);
+  *arena = nullptr;
+  const size_t bytes = spec.block_bytes() * static_cast<size_t>(num_blocks);
+  *arena = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (*arena == nullptr) {
+    return ResourceExhaustedError(fmt::format("cannot allocate {} bytes of host memory for the KV cache", bytes));
+  }
+  std::memset(*arena, 0, bytes);
+  return OkStatus();
+}
 
 Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   if (spec.num_layers() != config_.num_layers || spec.num_kv_heads() != config_.num_kv_heads ||
@@ -77,16 +93,12 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
     return InvalidArgumentError("KV spec does not match the model's layers/heads/head dim");
   }
   if (num_blocks <= 0) return InvalidArgumentError("KV cache needs at least one block");
-  std::free(kv_arena_);
-  kv_arena_ = nullptr;
-  const size_t bytes = spec.block_bytes() * static_cast<size_t>(num_blocks);
-  kv_arena_ = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (kv_arena_ == nullptr) {
-    return ResourceExhaustedError(fmt::format("cannot allocate {} bytes of host memory for the KV cache", bytes));
-  }
-  std::memset(kv_arena_, 0, bytes);
-  kv_arena_bytes_ = bytes;
+  RETURN_IF_ERROR(AllocateArena(spec, num_blocks, &kv_arena_));
+  kv_arena_bytes_ = spec.block_bytes() * static_cast<size_t>(num_blocks);
   num_blocks_ = num_blocks;
+  std::free(compact_arena_);
+  compact_arena_ = nullptr;
+  num_compact_blocks_ = 0;
   spec_ = std::make_unique<KvSpec>(spec);
   staging_ = std::make_unique<cpu::KeyStaging>(spec, num_blocks);
   if (!staging_->active()) staging_.reset();
@@ -98,9 +110,25 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   return OkStatus();
 }
 
+Status CpuBackend::InitCompactKvCache(const KvSpec& spec, int num_blocks) {
+  if (kv_arena_ == nullptr) return FailedPreconditionError("KV cache not initialised");
+  const KvSpec& main = *spec_;
+  if (spec.num_layers() != main.num_layers() || spec.num_kv_heads() != main.num_kv_heads() ||
+      spec.head_dim() != main.head_dim() || spec.block_size() != main.block_size()) {
+    return InvalidArgumentError("compaction spec does not match the KV cache's shape and block size");
+  }
+  if (staging_) return InvalidArgumentError("compaction needs a main KV dtype without per-channel keys (not int4c)");
+  if (num_blocks <= 0) return InvalidArgumentError("compaction region needs at least one block");
+  RETURN_IF_ERROR(AllocateArena(spec, num_blocks, &compact_arena_));
+  compact_spec_ = std::make_unique<KvSpec>(spec);
+  num_compact_blocks_ = num_blocks;
+  return OkStatus();
+}
+
 Status CpuBackend::ValidateBatch(const ForwardBatch& b, size_t logits_size) const {
   if (kv_arena_ == nullptr) return FailedPreconditionError("KV cache not initialised");
-  RETURN_IF_ERROR(ValidateForwardBatch(b, options_.limits, config_.vocab_size, num_blocks_, spec_->block_size()));
+  RETURN_IF_ERROR(ValidateForwardBatch(b, options_.limits, config_.vocab_size, num_blocks_, spec_->block_size(),
+                                       num_compact_blocks_));
   if (logits_size < static_cast<size_t>(b.num_logits()) * config_.vocab_size) {
     return InvalidArgumentError("logits buffer too small");
   }
@@ -350,10 +378,12 @@ Status CpuBackend::Forward(const ForwardBatch& b, std::span<float> logits) {
 
 Status CpuBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) {
   for (const auto& [src, dst] : src_dst) {
-    if (src < 0 || src >= num_blocks_ || dst < 0 || dst >= num_blocks_) {
-      return InvalidArgumentError("CopyBlocks: block id out of range");
+    if (!ValidBlock(src) || !ValidBlock(dst)) return InvalidArgumentError("CopyBlocks: block id out of range");
+    if ((src < num_blocks_) != (dst < num_blocks_)) {  // across the compaction boundary
+      ConvertKvBlock(block_spec(src), block_data(src), block_spec(dst), block_data(dst));
+      continue;
     }
-    std::memcpy(block_data(dst), block_data(src), spec_->block_bytes());
+    std::memcpy(block_data(dst), block_data(src), block_spec(src).block_bytes());
     if (staging_) staging_->Copy(src, dst);
   }
   return OkStatus();
@@ -362,7 +392,7 @@ Status CpuBackend::CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_d
 Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
   if (kv_arena_ == nullptr) return FailedPreconditionError("KV cache not initialised");
   for (int32_t id : blocks) {
-    if (id < 0 || id >= num_blocks_) return InvalidArgumentError("ShiftKeys: block id out of range");
+    if (!ValidBlock(id)) return InvalidArgumentError("ShiftKeys: block id out of range");
   }
   if (delta == 0 || blocks.empty()) return OkStatus();
   const ModelConfig& c = config_;
@@ -386,39 +416,25 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
       row[i1] = x0 * cos_sin[2 * i + 1] + x1 * cos_sin[2 * i];
     }
   };
-  const int bs = s.block_size();
-  std::vector<float> rows(static_cast<size_t>(bs) * hd);  // decoded key rows of one segment
+  std::vector<float> rows(static_cast<size_t>(s.block_size()) * hd);  // decoded key rows of one segment
   for (int32_t id : blocks) {
     uint8_t* block = block_data(id);
+    const KvSpec& bspec = block_spec(id);
     for (int l = 0; l < s.num_layers(); ++l) {
       for (int h = 0; h < s.num_kv_heads(); ++h) {
-        const KvDtype d = s.dtype(l, h);
-        const size_t row_bytes = s.row_bytes(l, h);
-        uint8_t* seg = block + s.segment_offset(l, /*kind=K*/ 0, h);
-        uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(l, h));
-        if (KeysPerChannel(d) && staging_->has(id)) {  // rotate the staged rows
+        if (staging_ && KeysPerChannel(s.dtype(l, h)) && staging_->has(id)) {  // rotate the staged rows
           uint16_t* staged = staging_->rows(id, l, h);
           for (int i = 0; i < staging_->filled(id) * hd; i += hd) {
             for (int j = 0; j < hd; ++j) rows[j] = F16ToF32(staged[i + j]);
             rotate(rows.data());
             for (int j = 0; j < hd; ++j) staged[i + j] = F32ToF16(rows[j]);
           }
-        } else if (KeysPerChannel(d)) {  // the whole block: its channel parameters change
-          for (int r = 0; r < bs; ++r) {
-            float* row = &rows[static_cast<size_t>(r) * hd];
-            DecodeKvKeyRowPerChannel(seg + r * row_bytes, scales, hd, s.group_size(), row);
-            rotate(row);
-          }
-          EncodeKvKeysPerChannel(rows.data(), bs, hd, s.group_size(), seg, scales);
-        } else {
-          for (int r = 0; r < bs; ++r) {
-            uint8_t* data = seg + r * row_bytes;
-            uint16_t* row_scales = scales + r * s.params_per_row();
-            DecodeKvRow(d, data, row_scales, hd, s.group_size(), rows.data());
-            rotate(rows.data());
-            EncodeKvRow(d, rows.data(), hd, s.group_size(), data, row_scales);
-          }
+          continue;
         }
+        // Decode -> rotate -> encode (INT4C: the block's channel parameters change).
+        DecodeKvSegment(bspec, block, l, /*kind=K*/ 0, h, rows.data());
+        for (int r = 0; r < bspec.block_size(); ++r) rotate(&rows[static_cast<size_t>(r) * hd]);
+        EncodeKvSegment(bspec, block, l, 0, h, rows.data());
       }
     }
   }
@@ -426,20 +442,20 @@ Status CpuBackend::ShiftKeys(std::span<const int32_t> blocks, int delta) {
 }
 
 Status CpuBackend::ReadBlock(int32_t id, std::span<uint8_t> out) const {
-  if (id < 0 || id >= num_blocks_ || out.size() != spec_->block_bytes()) {
+  if (!ValidBlock(id) || out.size() < block_spec(id).block_bytes()) {
     return InvalidArgumentError("ReadBlock: bad block id or size");
   }
-  std::memcpy(out.data(), kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(), out.size());
+  std::memcpy(out.data(), block_data(id), block_spec(id).block_bytes());
   // A partially filled INT4C block leaves with its staged keys encoded over the rows it has.
   if (staging_ && staging_->has(id)) staging_->Encode(id, -1, out.data());
   return OkStatus();
 }
 
 Status CpuBackend::WriteBlock(int32_t id, std::span<const uint8_t> in) {
-  if (id < 0 || id >= num_blocks_ || in.size() != spec_->block_bytes()) {
+  if (!ValidBlock(id) || in.size() < block_spec(id).block_bytes()) {
     return InvalidArgumentError("WriteBlock: bad block id or size");
   }
-  std::memcpy(block_data(id), in.data(), in.size());
+  std::memcpy(block_data(id), in.data(), block_spec(id).block_bytes());
   if (staging_) staging_->Release(id);
   return OkStatus();
 }

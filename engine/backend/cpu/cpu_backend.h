@@ -39,6 +39,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   [[nodiscard]] Status InitKvCache(const KvSpec& spec, int num_blocks) override;
+  [[nodiscard]] Status InitCompactKvCache(const KvSpec& spec, int num_blocks) override;
   [[nodiscard]] Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
   [[nodiscard]] Status CopyBlocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override;
   // Re-rotates every K row of `blocks` by `delta` positions with the model's RoPE layout and
@@ -51,8 +52,12 @@ class CpuBackend final : public Backend {
   const cpu::KeyStaging* key_staging() const { return staging_.get(); }
 
   const cpu::KernelTable& kernels() const { return *kernels_; }
-  // Host pointer to block `id` (tests, host offload).
-  uint8_t* block_data(int32_t id) { return kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes(); }
+  // Host pointer to block `id` of either region (tests, host offload), its layout and bytes.
+  uint8_t* block_data(int32_t id) const {
+    return id < num_blocks_ ? kv_arena_ + static_cast<size_t>(id) * spec_->block_bytes()
+                            : compact_arena_ + static_cast<size_t>(id - num_blocks_) * compact_spec_->block_bytes();
+  }
+  const KvSpec& block_spec(int32_t id) const { return id < num_blocks_ ? *spec_ : *compact_spec_; }
 
  private:
   // Below this many multiply-adds a step runs on the calling thread: waking the OpenMP team
@@ -75,6 +80,7 @@ class CpuBackend final : public Backend {
   void PrepareStaging(const ForwardBatch& batch);
   void StoreKv(const ForwardBatch& batch, int layer);
   void Attention(const ForwardBatch& batch, int layer);  // cpu_attention.cpp
+  bool ValidBlock(int32_t id) const { return id >= 0 && id < num_blocks_ + num_compact_blocks_; }
   void GatedActivation(int num_tokens);
 
   const Model& model_;
@@ -96,6 +102,10 @@ class CpuBackend final : public Backend {
   uint8_t* kv_arena_ = nullptr;
   size_t kv_arena_bytes_ = 0;
   int num_blocks_ = 0;
+  // Compaction region (InitCompactKvCache): block ids from num_blocks_ on.
+  std::unique_ptr<KvSpec> compact_spec_;
+  uint8_t* compact_arena_ = nullptr;
+  int num_compact_blocks_ = 0;
   // INT4C keys of blocks being filled (null when no head keeps keys per channel), and the
   // blocks whose last row the current Forward writes (encoded per layer, released at its end).
   std::unique_ptr<cpu::KeyStaging> staging_;

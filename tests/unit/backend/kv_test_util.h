@@ -53,6 +53,9 @@ struct KvHarness {
     bo.compute_dtype = compute;
     backend = std::make_unique<CpuBackend>(m, bo);
     CHECK(backend->InitKvCache(cache->spec(), config.num_blocks).ok());
+    if (config.num_compact_blocks > 0) {
+      CHECK(backend->InitCompactKvCache(*config.compact_spec, config.num_compact_blocks).ok());
+    }
     runner = std::make_unique<ModelRunner>(backend.get(), cache.get(), m.config().vocab_size);
   }
 
