@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
 
 #include "cache/capacity_planner.h"
@@ -146,6 +147,16 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("--kv-keep-dtype", f->kv_keep_dtype, "Element type of the --kv-keep layers")
       ->check(CLI::IsMember(kKvDtypes));
   app->add_option("--block-size", f->block_size, "KV cache block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 4096));
+  app->add_option("--kv-compact-dtype", f->kv_compact_dtype,
+                  "Compaction of old context (CPU): re-encode full blocks older than --kv-compact-keep tokens to "
+                  "this dtype every --kv-compact-every tokens (none = off)")
+      ->check(CLI::IsMember({"none", "int8", "int4", "int4c"}));
+  app->add_option("--kv-compact-share", f->kv_compact_share, "Share of the KV memory that holds compacted blocks")
+      ->check(CLI::Range(0.01, 0.99));
+  app->add_option("--kv-compact-every", f->kv_compact_every, "Tokens a sequence computes between compactions")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_option("--kv-compact-keep", f->kv_compact_keep, "Newest tokens of a sequence kept at --kv-dtype")
+      ->check(CLI::Range(0, 1 << 24));
   app->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV pool size, e.g. 2GiB (default: CPU the smaller of 1 GiB and max-num-seqs x max-model-len; "
                   "CUDA what --gpu-memory-utilization leaves)")
@@ -230,7 +241,17 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
     const uint64_t wanted = static_cast<uint64_t>(spec->bytes_for_tokens(max_len)) * static_cast<uint64_t>(f.max_num_seqs);
     memory = std::min(kDefaultKvCacheMemory, wanted + staging);
   }
-  const uint64_t pool_memory = memory > staging ? memory - staging : 0;
+  uint64_t pool_memory = memory > staging ? memory - staging : 0;
+  std::optional<KvSpec> compact;
+  uint64_t compact_memory = 0;
+  if (f.kv_compact_dtype != "none") {
+    if (plan.device != "cpu") return InvalidArgumentError("--kv-compact-dtype needs --device cpu (no CUDA kernels yet)");
+    StatusOr<KvSpec> cs = CompactSpecFor(*spec, *ParseKvDtype(f.kv_compact_dtype));
+    if (!cs.ok()) return InvalidArgumentError("--kv-compact-dtype: " + cs.status().message());
+    compact = *cs;
+    compact_memory = static_cast<uint64_t>(static_cast<double>(pool_memory) * f.kv_compact_share);
+    pool_memory -= compact_memory;
+  }
   const uint64_t blocks = static_cast<uint64_t>(std::min<int64_t>(
       NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(pool_memory, INT64_MAX))), 1 << 30));
   if (blocks < 2) {
@@ -248,6 +269,18 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
       NumBlocksForMemory(*spec, static_cast<int64_t>(std::min<uint64_t>(f.host_offload_memory, INT64_MAX))), 1 << 30));
   plan.kv_bytes = blocks * plan.block_bytes;
   plan.kv_description = spec->Describe();
+  if (compact) {
+    c.num_compact_blocks = static_cast<int>(std::min<int64_t>(
+        NumBlocksForMemory(*compact, static_cast<int64_t>(std::min<uint64_t>(compact_memory, INT64_MAX))), 1 << 30));
+    if (c.num_compact_blocks < 1) return InvalidArgumentError("--kv-compact-share leaves no compacted block");
+    c.compact_dtype = *ParseKvDtype(f.kv_compact_dtype);
+    c.compact_every_tokens = f.kv_compact_every;
+    c.compact_keep_tokens = f.kv_compact_keep;
+    plan.kv_bytes += static_cast<uint64_t>(c.num_compact_blocks) * compact->block_bytes();
+    plan.kv_description += fmt::format("; old context compacted to {} ({} blocks, every {} tokens, newest {} kept)",
+                                       f.kv_compact_dtype, c.num_compact_blocks, f.kv_compact_every,
+                                       f.kv_compact_keep);
+  }
   plan.num_threads = f.threads;
   ASSIGN_OR_RETURN(plan.compute_dtype, ResolveComputeDtype(f.compute_dtype, plan.device));
   if (!f.inject_forward_faults.empty()) {

@@ -10,7 +10,8 @@
 // --gpu-memory-utilization of the device leaves after the weights and scratch (vLLM's rule,
 // PlanCudaKvBlocks). The effective max-model-len is the flag (default: the model's context
 // length) capped at what the pool holds, so every admitted sequence fits.
-// --host-offload-memory sizes the host tier in the same block size.
+// --host-offload-memory sizes the host tier in the same block size. --kv-compact-dtype gives
+// --kv-compact-share of the KV memory to a region of compacted blocks (the rest is the pool).
 //
 // Main thread only (flag parsing and start-up).
 #pragma once
@@ -55,6 +56,12 @@ struct EngineFlags {
   std::string kv_keep_dtype = "f16";
   int block_size = 0;                 // 0: DefaultBlockSize (16; 32 with int4c)
   uint64_t kv_cache_memory = 0;       // bytes; 0: see above
+  // Compaction of old context (CPU): "none" or the dtype old full blocks are re-encoded to, the
+  // share of the KV memory that holds them, how often and how many newest tokens stay.
+  std::string kv_compact_dtype = "none";
+  double kv_compact_share = 0.5;
+  int kv_compact_every = 512;
+  int kv_compact_keep = 1024;
   int max_num_seqs = 64;
   int max_num_batched_tokens = 512;
   int max_model_len = 0;              // 0: the model's context length

@@ -63,6 +63,14 @@ struct EngineConfig {
   int num_host_blocks = 0;            // host offload tier (0: off)
   // Memory pinned prefixes may hold (Engine::PinPrefix): -1 a quarter of the pool, 0 no pins.
   int64_t max_pinned_bytes = -1;
+  // Compaction of old context (off when num_compact_blocks is 0; CPU backend): a region of
+  // num_compact_blocks blocks in `compact_dtype` (the kv spec otherwise, so --kv-keep layers
+  // stay at their dtype); every compact_every_tokens positions a sequence computes, its full
+  // blocks older than its newest compact_keep_tokens move there (KvCacheManager::Compact).
+  int num_compact_blocks = 0;
+  KvDtype compact_dtype = KvDtype::kInt8;
+  int compact_every_tokens = 512;
+  int compact_keep_tokens = 1024;
   // Chat sessions.
   int chat_window_tokens = 0;         // 0: no sliding window (sessions limited by max_model_len)
   int chat_sink_tokens = 4;

@@ -64,6 +64,11 @@ Status EngineCore::Init() {
   cc.num_blocks = config_.num_blocks;
   cc.enable_prefix_caching = config_.enable_prefix_caching;
   cc.num_host_blocks = config_.num_host_blocks;
+  if (config_.num_compact_blocks > 0) {
+    ASSIGN_OR_RETURN(cc.compact_spec, CompactSpecFor(spec, config_.compact_dtype));
+    RETURN_IF_ERROR(backend_->InitCompactKvCache(*cc.compact_spec, config_.num_compact_blocks));
+    cc.num_compact_blocks = config_.num_compact_blocks;
+  }
   cache_ = std::make_unique<KvCacheManager>(spec, cc);
   if (!cache_->host_tier_memory().empty()) RETURN_IF_ERROR(backend_->RegisterHostMemory(cache_->host_tier_memory()));
 
@@ -103,6 +108,10 @@ Status EngineCore::Init() {
   oc.seed = config_.seed;
   oc.recompute_every_token = config_.recompute_every_token;
   oc.profiler = config_.profiler;
+  if (config_.num_compact_blocks > 0) {
+    oc.compact_every_tokens = std::max(1, config_.compact_every_tokens);
+    oc.compact_keep_tokens = std::max(0, config_.compact_keep_tokens);
+  }
   OutputProcessor::Parts parts;
   parts.cache = cache_.get();
   parts.runner = runner_.get();

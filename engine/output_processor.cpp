@@ -62,6 +62,7 @@ void OutputProcessor::Process(const SchedulerOutput& out, std::span<float> logit
     if (!s->window.sliding()) {
       parts_.cache->CommitComputed(s->id, s->tokens, s->num_computed, s->request->params.cache_salt);
     }
+    MaybeCompact(s);
     // Rows [logits_row, logits_row + num_logits) hold the logits of the chunk's last positions.
     std::span<float> rows = logits.subspan(logits_row * vocab, static_cast<size_t>(w.num_logits) * vocab);
     logits_row += static_cast<size_t>(w.num_logits);
@@ -188,6 +189,19 @@ void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   r->stream->Push(std::move(delta));
   publish_scope.Stop();
   if (finish) FinishSequence(seq, *finish);
+}
+
+void OutputProcessor::MaybeCompact(Sequence* seq) {
+  if (config_.compact_every_tokens <= 0 || seq->finished()) return;
+  seq->compacted_at = std::min(seq->compacted_at, seq->num_computed);  // recomputed after a preemption
+  if (seq->num_computed - seq->compacted_at < config_.compact_every_tokens) return;
+  seq->compacted_at = seq->num_computed;
+  const std::vector<std::pair<BlockId, BlockId>> copies = parts_.cache->Compact(seq->id, config_.compact_keep_tokens);
+  if (copies.empty()) return;
+  if (Status st = parts_.runner->CopyBlocks(copies); !st.ok()) {
+    LOG_ERROR("compaction of sequence {} failed: {}", seq->id, st.ToString());
+    FailRequest(seq->request, InternalError("compacting the KV cache failed: " + st.message()));
+  }
 }
 
 void OutputProcessor::ForkChoices(Sequence* parent, std::span<const float> logits) {

@@ -51,6 +51,11 @@ struct OutputProcessorConfig {
   uint64_t seed = 0;      // base of the per-request sampling seeds
   bool recompute_every_token = false;  // benchmarks: drop the cache after every token
   Profiler* profiler = nullptr;
+  // Compaction of old context (EngineConfig): every `compact_every_tokens` positions a
+  // sequence computes, its full blocks older than its newest `compact_keep_tokens` move to the
+  // cache's compact region. 0: off.
+  int compact_every_tokens = 0;
+  int compact_keep_tokens = 0;
 };
 
 class OutputProcessor {
@@ -97,6 +102,8 @@ class OutputProcessor {
   // Releases the sequence's cache (to its chat session, or back to the pool).
   void ReleaseSequence(Sequence* seq);
   void MaybeFinishRequest(Request* request);
+  // Compaction of `seq`'s old context when it is due; a failed block conversion fails its request.
+  void MaybeCompact(Sequence* seq);
 
   const OutputProcessorConfig config_;
   const Parts parts_;

@@ -49,6 +49,7 @@ struct Sequence {
   int num_computed = 0;
   int num_evicted = 0;
   int num_generated = 0;
+  int compacted_at = 0;         // num_computed when its old context was last compacted
   bool holds_cache = false;     // the manager knows this id (possibly with 0 blocks)
   bool forked_children = false; // n > 1: children created after the prompt
   bool scheduled_once = false;  // for the prefix-hit count of the first schedule

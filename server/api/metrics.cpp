@@ -110,6 +110,12 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   MetricFamily& host = out.Add("kv_host_blocks", "Host offload tier blocks by state.", MetricType::Gauge);
   Families::AddSample(host, {{"state", "used"}}, c.host_used_blocks);
   Families::AddSample(host, {{"state", "free"}}, c.host_total_blocks - c.host_used_blocks);
+  MetricFamily& compact = out.Add("kv_compact_blocks", "Compaction region blocks (old context in a smaller dtype) by state.",
+                                  MetricType::Gauge);
+  Families::AddSample(compact, {{"state", "used"}}, c.compact_used_blocks);
+  Families::AddSample(compact, {{"state", "free"}}, c.compact_total_blocks - c.compact_used_blocks);
+  out.Counter("kv_compacted_blocks_total", "KV blocks re-encoded into the compaction region.",
+              static_cast<double>(c.compacted_blocks));
 
   // Throughput and scheduling.
   out.Counter("prompt_tokens_total", "Prompt tokens computed (prefix-cache hits excluded).",

@@ -145,6 +145,47 @@ TEST_F(EngineOptionsTest, DeviceIsResolved) {
   }
 }
 
+TEST_F(EngineOptionsTest, CompactionSplitsTheMemoryAndRefusesWhatItCannotDo) {
+  EngineFlags f;
+  f.device = "cpu";
+  f.kv_dtype = "f16";
+  StatusOr<EnginePlan> plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  const size_t block = plan->block_bytes;
+  f.kv_cache_memory = block * 40;
+  f.kv_compact_dtype = "int8";
+  f.kv_compact_share = 0.25;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->config.num_blocks, 30);  // three quarters of the memory
+  KvSpecConfig kv = plan->config.kv;
+  const KvSpec compact = *CompactSpecFor(*KvSpec::Create(kv), KvDtype::kInt8);
+  EXPECT_EQ(plan->config.num_compact_blocks, static_cast<int>(block * 10 / compact.block_bytes()));
+  EXPECT_GT(plan->config.num_compact_blocks, 10);  // int8 blocks are smaller
+  EXPECT_EQ(plan->kv_bytes, 30 * block + plan->config.num_compact_blocks * compact.block_bytes());
+  EXPECT_EQ(plan->config.compact_dtype, KvDtype::kInt8);
+  EXPECT_NE(plan->kv_description.find("compacted to int8"), std::string::npos);
+  // It serves, compacting as it goes.
+  f.threads = 1;
+  f.kv_compact_every = 8;
+  f.kv_compact_keep = 16;
+  plan = PlanEngine(f, *model_);
+  ASSERT_TRUE(plan.ok());
+  StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model_);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  testing::RunResult r = testing::RunRequest(**engine, testing::Greedy({1, 400}, 64));
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.choices[0].tokens.size(), 64u);
+  EXPECT_TRUE(testing::WaitFor([&] { return (*engine)->GetStats().cache.compacted_blocks > 0; }));
+  (*engine)->Stop();
+
+  f.kv_dtype = "int4c";  // staged per-channel keys are not compacted
+  EXPECT_EQ(PlanEngine(f, *model_).status().code(), StatusCode::kInvalidArgument);
+  f.kv_dtype = "int8";
+  f.kv_compact_dtype = "int8";  // nothing to gain
+  EXPECT_EQ(PlanEngine(f, *model_).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineOptionsTest, CreateEngineServes) {
   EngineFlags f;
   f.device = "cpu";

@@ -74,6 +74,35 @@ TEST_F(EngineTest, ChunkedPrefillGivesTheSameTokens) {
   }
 }
 
+// Compaction of old context: F32 blocks older than the newest 16 tokens re-encoded to F16
+// every 16 tokens, under preemption too (a small pool). F16 keys and values move the logits
+// by ~1e-3, below the goldens' closest calls, so the greedy tokens stay the goldens.
+TEST_F(EngineTest, CompactedContextKeepsTheGoldens) {
+  for (const int num_blocks : {256, 12}) {
+    EngineConfig config = TestConfig(num_blocks);
+    config.num_compact_blocks = 24;
+    config.compact_dtype = KvDtype::kF16;
+    config.compact_every_tokens = 16;
+    config.compact_keep_tokens = 16;
+    auto engine = MakeEngine(model_, config);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Golden& g : golden_) streams.push_back(*engine->Submit(Greedy(g.prompt, 48)));
+    for (size_t i = 0; i < golden_.size(); ++i) {
+      testing::RunResult r = Collect(*streams[i]);
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      EXPECT_EQ(r.choices[0].tokens, golden_[i].tokens) << i << " with " << num_blocks << " blocks";
+    }
+    EXPECT_TRUE(testing::WaitFor([&] {
+      const KvCacheStats st = engine->GetStats().cache;
+      return st.used_blocks == 0 && st.compact_used_blocks == 0;
+    }));
+    const KvCacheStats st = engine->GetStats().cache;
+    EXPECT_GT(st.compacted_blocks, 0);
+    EXPECT_EQ(st.compact_total_blocks, 24);
+    EXPECT_GT(st.bytes_by_dtype.at("f16"), 0);
+  }
+}
+
 TEST_F(EngineTest, PreemptedRequestsResumeWithIdenticalOutput) {
   // 12 blocks of 16 tokens hold ~3 of these sequences (prompt + 48 tokens each): the rest
   // are admitted as blocks free up, and running ones get preempted when they cannot grow.
