@@ -7,7 +7,12 @@
 // mean KL(F32 KV || setting) of the next-token distributions at the same positions.
 //
 //   bench_kv_perplexity --model M --text FILE [--ctx 512] [--chunks N] [--kv-dtypes f32,f16]
+//                       [--compact int8,int4c --compact-every 512 --compact-keep 1024]
 //                       [--output FILE]
+//
+// --compact adds, per dtype, the --kv-dtypes' second entry (f16 by default) with compaction of
+// old context to that dtype on the engine's schedule (KvCompaction); the KV column is the
+// cache's bytes at the end of a chunk.
 //   bench_kv_perplexity --model M --write-text FILE --tokens N [--ctx 512] [--seed S]
 //
 // --write-text samples a text from the model (temperature 1, BOS/EOS never sampled, a new
@@ -35,6 +40,8 @@ namespace {
 struct Flags {
   std::string model, text, write_text, output;
   std::vector<KvDtype> dtypes;  // --kv-dtypes f32,f16: only these, no candidate schemes
+  std::vector<KvDtype> compact;  // --compact int8,int4c
+  int compact_every = 512, compact_keep = 1024;
   int ctx = 512, chunks = 0, tokens = 0;
   uint64_t seed = 1;
 };
@@ -51,12 +58,14 @@ Flags Parse(int argc, char** argv) {
     else if (k == "--chunks") f.chunks = std::stoi(v);
     else if (k == "--tokens") f.tokens = std::stoi(v);
     else if (k == "--seed") f.seed = std::stoull(v);
-    else if (k == "--kv-dtypes") {
+    else if (k == "--compact-every") f.compact_every = std::stoi(v);
+    else if (k == "--compact-keep") f.compact_keep = std::stoi(v);
+    else if (k == "--kv-dtypes" || k == "--compact") {
       std::stringstream list(v);
       for (std::string name; std::getline(list, name, ',');) {
         const std::optional<KvDtype> d = ParseKvDtype(name);
         CHECK(d.has_value()) << "unknown KV dtype " << name;
-        f.dtypes.push_back(*d);
+        (k == "--compact" ? f.compact : f.dtypes).push_back(*d);
       }
     }
     else CHECK(false) << "unknown flag " << k;
@@ -111,6 +120,7 @@ struct Setting {
   std::string name;
   KvSpecConfig kv;
   KvStoreHook hook;
+  std::optional<KvCompaction> compaction = std::nullopt;
 };
 
 std::string Run(const Flags& f, const Model& model, const std::string& text) {
@@ -121,12 +131,19 @@ std::string Run(const Flags& f, const Model& model, const std::string& text) {
   CHECK(chunks > 0) << "the text has " << tokens.size() << " tokens, fewer than --ctx " << f.ctx;
   const int first = f.ctx / 2;
   // Logit rows of the scored positions, all chunks.
-  auto scored = [&](const Setting& s) {
+  // Logit rows and the cache's bytes at the end of a chunk.
+  auto scored = [&](Setting s, int64_t* bytes) {
     std::vector<float> rows;
+    if (s.compaction) s.compaction->bytes = bytes;
+    KvSpecConfig shape = s.kv;
+    shape.num_layers = model.config().num_layers;
+    shape.num_kv_heads = model.config().num_kv_heads;
+    shape.head_dim = model.config().head_dim;
+    *bytes = static_cast<int64_t>(KvSpec::Create(shape)->bytes_for_tokens(f.ctx));
     for (int i = 0; i < chunks; ++i) {
       std::vector<int32_t> chunk(tokens.begin() + i * f.ctx, tokens.begin() + (i + 1) * f.ctx);
       chunk[0] = model.tokenizer().bos_id();
-      auto logits = TeacherForcedLogits(model, s.kv, chunk, s.hook);
+      auto logits = TeacherForcedLogits(model, s.kv, chunk, s.hook, s.compaction);
       CHECK(logits.ok()) << logits.status().ToString();
       rows.insert(rows.end(), logits->begin() + static_cast<size_t>(first) * V,
                   logits->begin() + static_cast<size_t>(f.ctx - 1) * V);
@@ -157,6 +174,13 @@ std::string Run(const Flags& f, const Model& model, const std::string& text) {
     kv.dtype = d;
     settings.push_back({std::string(KvDtypeName(d)), kv, {}});
   }
+  for (KvDtype d : f.compact) {
+    KvSpecConfig kv;
+    kv.dtype = f.dtypes.size() > 1 ? f.dtypes[1] : KvDtype::kF16;
+    settings.push_back({fmt::format("{}, older than {} tokens compacted to {} every {}", KvDtypeName(kv.dtype),
+                                    f.compact_keep, KvDtypeName(d), f.compact_every),
+                        kv, {}, KvCompaction{d, f.compact_every, f.compact_keep, nullptr}});
+  }
   for (int bits : all ? std::vector<int>{8, 4} : std::vector<int>{}) {
     for (const NamedKvStoreHook& c : CandidateHooks(bits)) {
       KvSpecConfig kv;
@@ -166,19 +190,21 @@ std::string Run(const Flags& f, const Model& model, const std::string& text) {
   }
   std::string out = fmt::format(
       "{1} tokens of text ({2} with BOS), {3} chunks of {4} tokens, {5} scored tokens per chunk; vocab {6}.\n\n"
-      "| kv cache | PPL | PPL vs {0} | mean NLL | mean KL vs {0} |\n|---|---|---|---|---|\n",
+      "| kv cache | PPL | PPL vs {0} | mean NLL | mean KL vs {0} | KV MiB at {4} tokens |\n"
+      "|---|---|---|---|---|---|\n",
       settings.front().name, tokens.size() - 1, tokens.size(), chunks, f.ctx, f.ctx - 1 - first, V);
   std::vector<float> base;
   double base_ppl = 0;
   for (const Setting& s : settings) {
-    const std::vector<float> rows = scored(s);
+    int64_t bytes = 0;
+    const std::vector<float> rows = scored(s, &bytes);
     if (base.empty()) base = rows;
     const double mean_nll = nll(rows);
     const double ppl = std::exp(mean_nll);
     if (base_ppl == 0) base_ppl = ppl;
     const KvErrorStats e = CompareLogits(base, rows, V);
-    out += fmt::format("| {} | {:.4f} | {:+.3f} % | {:.5f} | {:.2e} |\n", s.name, ppl, 100 * (ppl / base_ppl - 1),
-                       mean_nll, e.mean_kl);
+    out += fmt::format("| {} | {:.4f} | {:+.3f} % | {:.5f} | {:.2e} | {:.2f} |\n", s.name, ppl,
+                       100 * (ppl / base_ppl - 1), mean_nll, e.mean_kl, bytes / 1048576.0);
   }
   return out;
 }

@@ -45,7 +45,7 @@ void Softmax(std::span<const float> logits, std::vector<double>* out) {
 std::string_view KvSensitivitySampleText() { return kSampleText; }
 
 StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv, std::span<const int32_t> tokens,
-                                                 const KvStoreHook& hook) {
+                                                 const KvStoreHook& hook, std::optional<KvCompaction> compaction) {
   const ModelConfig& c = model.config();
   kv.num_layers = c.num_layers;
   kv.num_kv_heads = c.num_kv_heads;
@@ -64,11 +64,19 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
   // One sequence in blocks 0..num_blocks-1, so slot == position.
   std::vector<int32_t> block_table(num_blocks);
   std::iota(block_table.begin(), block_table.end(), 0);
+  std::optional<KvSpec> compact;
+  int num_compacted = 0;  // block_table[0, num_compacted) point into the compact region
+  if (compaction) {
+    ASSIGN_OR_RETURN(compact, CompactSpecFor(spec, compaction->dtype));
+    RETURN_IF_ERROR(backend->InitCompactKvCache(*compact, num_blocks));
+    if (compaction->every <= 0 || compaction->keep < 0) return InvalidArgumentError("bad compaction schedule");
+  }
   std::vector<float> logits(static_cast<size_t>(T) * c.vocab_size);
   std::vector<int32_t> positions, query_start(2), seq_lens(1), logits_indices;
   std::vector<int64_t> slots;
-  for (int start = 0; start < T; start += kChunk) {
-    const int n = std::min(kChunk, T - start);
+  for (int start = 0, n = 0; start < T; start += n) {
+    n = std::min(kChunk, T - start);
+    if (compaction) n = std::min(n, compaction->every - start % compaction->every);
     positions.resize(n);
     slots.resize(n);
     logits_indices.resize(n);
@@ -90,6 +98,18 @@ StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfi
     batch.logits_indices = logits_indices;
     RETURN_IF_ERROR(backend->Forward(
         batch, std::span(logits).subspan(static_cast<size_t>(start) * c.vocab_size, static_cast<size_t>(n) * c.vocab_size)));
+    if (compaction && (start + n) % compaction->every == 0) {
+      std::vector<std::pair<int32_t, int32_t>> copies;
+      for (; (num_compacted + 1) * spec.block_size() <= start + n - compaction->keep; ++num_compacted) {
+        copies.emplace_back(num_compacted, num_blocks + num_compacted);
+        block_table[num_compacted] = num_blocks + num_compacted;
+      }
+      RETURN_IF_ERROR(backend->CopyBlocks(copies));
+    }
+  }
+  if (compaction && compaction->bytes != nullptr) {
+    *compaction->bytes = static_cast<int64_t>(num_blocks - num_compacted) * spec.block_bytes() +
+                         static_cast<int64_t>(num_compacted) * compact->block_bytes();
   }
   return logits;
 }

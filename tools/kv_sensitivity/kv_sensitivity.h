@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,9 +68,19 @@ std::string FormatKvSensitivityReport(const KvSensitivityReport& report);
 // (its layers/heads/head_dim are taken from the model; its block size is kept),
 // [tokens.size()][vocab]. `hook`
 // (benchmarks): see KvStoreHook in engine/backend/backend.h; it acts on F32 layers only.
+// `compaction` (optional): the engine's schedule of KvCacheManager::Compact — after every
+// `every` positions, full blocks older than the newest `keep` are re-encoded to `dtype`; the
+// cache's bytes at the end (both regions) go to *bytes.
+struct KvCompaction {
+  KvDtype dtype = KvDtype::kInt8;
+  int every = 512;
+  int keep = 1024;
+  int64_t* bytes = nullptr;
+};
 [[nodiscard]] StatusOr<std::vector<float>> TeacherForcedLogits(const Model& model, KvSpecConfig kv,
                                                                std::span<const int32_t> tokens,
-                                                               const KvStoreHook& hook = {});
+                                                               const KvStoreHook& hook = {},
+                                                               std::optional<KvCompaction> compaction = std::nullopt);
 // Compares row-major [rows][vocab] logits.
 KvErrorStats CompareLogits(std::span<const float> baseline, std::span<const float> other, int vocab);
 
