@@ -94,10 +94,10 @@ Status CpuBackend::InitKvCache(const KvSpec& spec, int num_blocks) {
   }
   if (num_blocks <= 0) return InvalidArgumentError("KV cache needs at least one block");
   RETURN_IF_ERROR(AllocateArena(spec, num_blocks, &kv_arena_));
-  kv_arena_bytes_ = spec.block_bytes() * static_cast<size_t>(num_blocks);
   num_blocks_ = num_blocks;
-  std::free(compact_arena_);
+  std::free(compact_arena_);  // a new main layout: any compaction region must be set up again
   compact_arena_ = nullptr;
+  compact_spec_.reset();
   num_compact_blocks_ = 0;
   spec_ = std::make_unique<KvSpec>(spec);
   staging_ = std::make_unique<cpu::KeyStaging>(spec, num_blocks);

@@ -100,7 +100,6 @@ class CpuBackend final : public Backend {
   // KV cache.
   std::unique_ptr<KvSpec> spec_;
   uint8_t* kv_arena_ = nullptr;
-  size_t kv_arena_bytes_ = 0;
   int num_blocks_ = 0;
   // Compaction region (InitCompactKvCache): block ids from num_blocks_ on.
   std::unique_ptr<KvSpec> compact_spec_;
