@@ -7,6 +7,9 @@ struct Isa {
   using V = __m512;
   static constexpr int L = 16;
   static constexpr int kTokenTile = 4;
+  // F32/F16/BF16 panels: 8 tokens x 2 panels of accumulators, so each weight vector's
+  // conversion to F32 serves 8 FMAs (4 left the conversions a third of the FMA ports' work).
+  static constexpr int kFloatTokenTile = 8;
   static constexpr int kPanelTile = 2;
   static constexpr int kPanelTileDecode = 4;
   static constexpr int kBf16TokenTile = 8;

@@ -15,6 +15,7 @@ struct Isa {
   using V = float;
   static constexpr int L = 1;
   static constexpr int kTokenTile = 1;
+  static constexpr int kFloatTokenTile = kTokenTile;
   static constexpr int kPanelTile = 1;
   static constexpr int kPanelTileDecode = 1;
   static constexpr int kBf16TokenTile = 1;

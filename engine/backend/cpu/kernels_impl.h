@@ -3,7 +3,7 @@
 //
 //   using V;                      // a vector of L floats
 //   static constexpr int L;       // lanes (1, 8 or 16)
-//   static constexpr int kTokenTile, kPanelTile, kPanelTileDecode;  // register tile shapes
+//   static constexpr int kTokenTile, kFloatTokenTile, kPanelTile, kPanelTileDecode;  // register tile shapes
 //   V Zero(); V Set1(float); V Load(const float*); void Store(float*, V);
 //   V LoadF16(const uint16_t*); V LoadBf16(const uint16_t*); V LoadI8(const int8_t*);
 //   V LoadU4Lo(const uint8_t*), LoadU4Hi(const uint8_t*);  // (nibble - 8) of L bytes
@@ -346,6 +346,7 @@ struct Q4KKernel : IsaTiles {
 
 template <class P>
 struct FloatKernel : IsaTiles {
+  static constexpr int kTokenTile = Isa::kFloatTokenTile;
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) { FloatPanelTile<P, RT, RP>(a, t0, p0); }
 };
