@@ -108,7 +108,10 @@ body=$(curl -sf --max-time 30 "$URL/v1/completions" -H 'Content-Type: applicatio
   -d '{"model":"tiny","prompt":"Hello","max_tokens":8,"temperature":0}') || fail "completion request"
 grep -q '"completion_tokens":8' <<<"$body" || fail "completion: $body"
 echo "ok: a completion of 8 tokens"
-curl -sf --max-time 10 "$URL/metrics" | grep -q '^kvserve_kv_cache_blocks' || fail "/metrics has no kvserve_kv_cache_blocks"
+# Read whole before grep: `curl | grep -q` under pipefail fails when grep exits before curl's
+# last write (curl gets EPIPE, exit 23), about 1 run in 300 here.
+metrics=$(curl -sf --max-time 10 "$URL/metrics") || fail "GET /metrics"
+grep -q '^kvserve_kv_cache_blocks' <<<"$metrics" || fail "/metrics has no kvserve_kv_cache_blocks"
 echo "ok: /metrics"
 health=$(/usr/bin/python3 - "127.0.0.1:$GRPC_PORT" <<'EOF' 2>&1
 import sys
