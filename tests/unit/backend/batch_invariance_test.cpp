@@ -49,7 +49,7 @@ std::vector<std::vector<float>> RunTarget(const Model& model, ComputeDtype compu
   for (int i = 0; i <= companions; ++i) {
     const bool is_target = i == target;
     const int len = is_target ? 37 : 5 + (13 * i) % 50;
-    seqs.push_back({i + 1, testing::RandomTokens(len, vocab, is_target ? 1000 : 1 + i), 0, len});
+    seqs.push_back({static_cast<SeqId>(i + 1), testing::RandomTokens(len, vocab, is_target ? 1000 : 1 + i), 0, len});
   }
   constexpr int kChunk = 8;  // companions prefill in chunks; the target's prompt is one pass
   constexpr int kDecodeSteps = 10;

@@ -316,7 +316,9 @@ TEST_F(FrontEndsTest, PlainTemplateSessionsReuseTheReply) {
     ASSERT_EQ(status, 200) << body.dump();
     const int cached = body["usage"]["prompt_tokens_details"]["cached_tokens"];
     // The previous turn's prompt and reply (but its last token, never computed) are reused.
-    if (turn > 1) EXPECT_GE(cached, previous_total - 1) << "turn " << turn;
+    if (turn > 1) {
+      EXPECT_GE(cached, previous_total - 1) << "turn " << turn;
+    }
     previous_total = body["usage"]["total_tokens"];
     messages.push_back({{"role", "assistant"}, {"content", body["choices"][0]["message"]["content"]}});
     messages.push_back({{"role", "user"}, {"content", "And then?"}});
