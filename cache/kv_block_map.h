@@ -43,15 +43,20 @@ struct KvBlockMap {
     bool swapped = false;
   };
   int block_size = 0;
-  std::vector<BlockState> state;  // [num_blocks]
-  std::vector<int32_t> holder;    // [num_blocks] index into `seqs` of the holder with the lowest id; -1: none
-  std::vector<uint16_t> fill;     // [num_blocks] token positions written (free: 0; cached, pinned: full)
+  // Per block id: the main region [0, num_blocks()), then the compaction region (old context
+  // re-encoded in a smaller dtype, KvCacheManager::Compact), whose blocks are only ever free,
+  // used or shared.
+  std::vector<BlockState> state;  // [num_blocks + num_compact_blocks]
+  std::vector<int32_t> holder;    // index into `seqs` of the holder with the lowest id; -1: none
+  std::vector<uint16_t> fill;     // token positions written (free: 0; cached, pinned: full)
   std::vector<Seq> seqs;          // every sequence the manager knows, by id
-  std::array<int, kNumBlockStates> counts{};  // blocks per state
+  std::array<int, kNumBlockStates> counts{};          // main-region blocks per state
+  std::array<int, kNumBlockStates> compact_counts{};  // compaction-region blocks per state
+  int num_compact_blocks = 0;
   int host_total_blocks = 0;
   int host_used_blocks = 0;
 
-  int num_blocks() const { return static_cast<int>(state.size()); }
+  int num_blocks() const { return static_cast<int>(state.size()) - num_compact_blocks; }
   int count(BlockState s) const { return counts[static_cast<size_t>(s)]; }
 };
 

@@ -359,6 +359,9 @@ std::vector<std::pair<BlockId, BlockId>> KvCacheManager::Compact(SeqId seq, int 
 bool KvCacheManager::is_compact_block(BlockId id) const { return impl_->pool.is_compact(id); }
 int KvCacheManager::num_compact_blocks() const { return impl_->pool.num_compact_blocks(); }
 int KvCacheManager::num_free_compact_blocks() const { return impl_->pool.num_compact_free(); }
+const KvSpec* KvCacheManager::compact_spec() const {
+  return impl_->config.num_compact_blocks > 0 ? &*impl_->config.compact_spec : nullptr;
+}
 
 KvCacheManager::Pin KvCacheManager::PinPrefix(std::span<const int32_t> tokens, std::string_view salt) {
   Impl& m = *impl_;

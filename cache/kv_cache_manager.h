@@ -154,6 +154,8 @@ class KvCacheManager {
   // !IsSwapped(seq).
   [[nodiscard]] std::vector<std::pair<BlockId, BlockId>> Compact(SeqId seq, int keep_recent_tokens);
   bool is_compact_block(BlockId id) const;
+  // The compaction region's layout; nullptr without compaction.
+  const KvSpec* compact_spec() const;
   int num_compact_blocks() const;
   int num_free_compact_blocks() const;
 

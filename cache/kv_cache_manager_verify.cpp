@@ -46,9 +46,11 @@ KvCacheStats KvCacheManager::stats() const {
 KvBlockMap KvCacheManager::BlockMap() const {
   const Impl& m = *impl_;
   const int bs = block_size();
-  const int n = m.pool.num_blocks();
+  const int main_blocks = m.pool.num_blocks();
+  const int n = m.pool.num_ids();  // both regions
   KvBlockMap map;
   map.block_size = bs;
+  map.num_compact_blocks = n - main_blocks;
   map.state.assign(n, BlockState::kFree);
   map.holder.assign(n, -1);
   map.fill.assign(n, 0);
@@ -63,7 +65,6 @@ KvBlockMap KvCacheManager::BlockMap() const {
     std::span<const BlockId> blocks = s.table.blocks();
     for (size_t i = 0; i < blocks.size(); ++i) {
       const BlockId b = blocks[i];
-      if (b >= n) continue;  // the compact region is not drawn
       if (map.holder[b] < 0) map.holder[b] = index;
       const int held = std::clamp(s.table.num_tokens() - static_cast<int>(i) * bs, 0, bs);
       map.fill[b] = static_cast<uint16_t>(std::max<int>(map.fill[b], held));
@@ -71,19 +72,19 @@ KvBlockMap KvCacheManager::BlockMap() const {
   }
   for (BlockId b = 0; b < n; ++b) {
     BlockState state = BlockState::kFree;
-    if (m.pinned[b]) {
+    if (b < main_blocks && m.pinned[b]) {
       state = BlockState::kPinned;
       map.fill[b] = static_cast<uint16_t>(bs);
     } else if (m.pool.ref_count(b) > 1) {
       state = BlockState::kShared;
     } else if (m.pool.ref_count(b) == 1) {
       state = BlockState::kUsed;
-    } else if (m.index.indexed(b)) {
+    } else if (b < main_blocks && m.index.indexed(b)) {
       state = BlockState::kCached;
       map.fill[b] = static_cast<uint16_t>(bs);
     }
     map.state[b] = state;
-    ++map.counts[static_cast<size_t>(state)];
+    ++(b < main_blocks ? map.counts : map.compact_counts)[static_cast<size_t>(state)];
   }
   map.host_total_blocks = m.host.num_slots();
   map.host_used_blocks = m.host.num_used();

@@ -117,6 +117,8 @@ struct CacheSnapshot {
   KvBlockMap blocks;
   std::vector<CacheOwner> owners;  // parallel to blocks.seqs
   std::string kv_dtype;            // the pool's storage dtypes (KvSpec::Describe)
+  std::string compact_dtype;       // the compaction region's ("" without compaction)
+  int64_t compact_block_bytes = 0;
   EngineStats stats;               // as of the same moment (stats.cache included)
 };
 

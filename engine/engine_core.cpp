@@ -333,6 +333,10 @@ CacheSnapshot EngineCore::TakeCacheSnapshot() const {
   CacheSnapshot snap;
   snap.blocks = cache_->BlockMap();
   snap.kv_dtype = cache_->spec().Describe();
+  if (const KvSpec* compact = cache_->compact_spec()) {
+    snap.compact_dtype = compact->Describe();
+    snap.compact_block_bytes = static_cast<int64_t>(compact->block_bytes());
+  }
   snap.stats = stats_;
   snap.stats.cache = cache_->stats();
   snap.stats.running = scheduler_->num_running();

@@ -50,6 +50,22 @@ json OwnerJson(const CacheOwner& o, const KvBlockMap::Seq& seq, const std::strin
   return j;
 }
 
+// Runs of equal (state, holder, fill) over block ids [begin, end): [count, state, holder, fill].
+json Runs(const KvBlockMap& map, int begin, int end) {
+  json runs = json::array();
+  for (int b = begin; b < end;) {
+    const size_t i = static_cast<size_t>(b);
+    int next = b + 1;
+    while (next < end && map.state[static_cast<size_t>(next)] == map.state[i] &&
+           map.holder[static_cast<size_t>(next)] == map.holder[i] && map.fill[static_cast<size_t>(next)] == map.fill[i]) {
+      ++next;
+    }
+    runs.push_back({next - b, static_cast<int>(map.state[i]), map.holder[i], map.fill[i]});
+    b = next;
+  }
+  return runs;
+}
+
 }  // namespace
 
 HttpReply ConsoleReply() {
@@ -72,17 +88,6 @@ std::string CacheBlocksJson(const CacheSnapshot& snapshot, const std::string& ca
   }
   counts["host_total"] = map.host_total_blocks;
   counts["host_used"] = map.host_used_blocks;
-  json runs = json::array();
-  for (int b = 0; b < map.num_blocks();) {
-    const size_t i = static_cast<size_t>(b);
-    int end = b + 1;
-    while (end < map.num_blocks() && map.state[static_cast<size_t>(end)] == map.state[i] &&
-           map.holder[static_cast<size_t>(end)] == map.holder[i] && map.fill[static_cast<size_t>(end)] == map.fill[i]) {
-      ++end;
-    }
-    runs.push_back({end - b, static_cast<int>(map.state[i]), map.holder[i], map.fill[i]});
-    b = end;
-  }
   json owners = json::array();
   for (size_t k = 0; k < map.seqs.size(); ++k) {
     owners.push_back(OwnerJson(snapshot.owners[k], map.seqs[k], caller_tenant, hide_other_tenants, label_key));
@@ -101,7 +106,7 @@ std::string CacheBlocksJson(const CacheSnapshot& snapshot, const std::string& ca
       {"dtype", snapshot.kv_dtype},
       {"states", states},
       {"counts", counts},
-      {"runs", runs},
+      {"runs", Runs(map, 0, map.num_blocks())},
       {"owners", owners},
       {"engine",
        {{"running", stats.running},
@@ -113,6 +118,18 @@ std::string CacheBlocksJson(const CacheSnapshot& snapshot, const std::string& ca
         {"prefix_hit_tokens", stats.cache.prefix_hit_tokens},
         {"evicted_blocks", evicted}}},
   };
+  if (map.num_compact_blocks > 0) {
+    json compact_counts = json::object();
+    for (BlockState s : {BlockState::kFree, BlockState::kUsed, BlockState::kShared}) {
+      compact_counts[BlockStateName(s)] = map.compact_counts[static_cast<size_t>(s)];
+    }
+    // Block ids continue after the main region's: the first run is block num_blocks.
+    out["compact"] = {{"num_blocks", map.num_compact_blocks},
+                      {"bytes_per_block", snapshot.compact_block_bytes},
+                      {"dtype", snapshot.compact_dtype},
+                      {"counts", compact_counts},
+                      {"runs", Runs(map, map.num_blocks(), map.num_blocks() + map.num_compact_blocks)}};
+  }
   return out.dump();
 }
 

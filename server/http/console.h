@@ -14,7 +14,10 @@
 //    "owners": [{"id", "kind", "state", "tokens", "blocks", "host_blocks", "evicted_tokens",
 //                "cached_prompt_tokens", "choice", "session_id"}, ...],
 //    "engine": {"running", "waiting", "swapped", "tokens_per_second", "kv_usage_ratio",
-//               "preemptions_total", "prefix_hit_tokens", "evicted_blocks": {<reason>: n}}}
+//               "preemptions_total", "prefix_hit_tokens", "evicted_blocks": {<reason>: n}},
+//    "compact": {"num_blocks", "bytes_per_block", "dtype", "counts": {"free", "used", "shared"},
+//                "runs": [...]}}   only with a compaction region (--kv-compact-dtype): its
+//            blocks, ids num_blocks.. in order, runs as above
 // Owners: "req-<n>" (kind "request"; state waiting | running | swapped) and
 // "session:<id>" (kind "session", an idle chat session's cache). With API keys on, another
 // tenant's owner is "other-<hash>" (kind "other", stable for that owner within this

@@ -65,6 +65,24 @@ function checkShape(s) {
 
 const used = (s) => s.counts.used + s.counts.shared;
 
+// The compaction region's description: runs over its blocks (free, used or shared) that agree
+// with its counts.
+function checkCompact(s) {
+  const c = s.compact;
+  assert.ok(c && c.num_blocks > 0 && c.bytes_per_block > 0 && c.bytes_per_block < s.bytes_per_block, JSON.stringify(c));
+  const perState = {};
+  let blocks = 0;
+  for (const [count, state, owner, fill] of c.runs) {
+    const name = s.states[state];
+    assert.ok(count > 0 && ['free', 'used', 'shared'].includes(name) && fill >= 0 && fill <= s.block_size, name);
+    assert.ok(owner >= -1 && owner < s.owners.length);
+    perState[name] = (perState[name] || 0) + count;
+    blocks += count;
+  }
+  assert.equal(blocks, c.num_blocks);
+  for (const name of ['free', 'used', 'shared']) assert.equal(c.counts[name], perState[name] || 0, name);
+}
+
 describe('GET /v1/cache/blocks and the console page', () => {
   let server;
   before(async () => {
@@ -89,6 +107,7 @@ describe('GET /v1/cache/blocks and the console page', () => {
     assert.equal(used(s), 0);
     assert.equal(s.owners.length, 0);
     assert.ok(s.bytes_per_block > 0 && s.dtype.length > 0);
+    assert.equal(s.compact, undefined, 'no compaction region without --kv-compact-dtype');
   });
 
   test("a running request is named to its tenant, hidden from another, and gives its blocks back", async () => {
@@ -127,6 +146,41 @@ describe('--no-console', () => {
     try {
       assert.equal((await fetch(`${server.url}/`)).status, 404);
       checkShape(await snapshot(server.url));
+    } finally {
+      assert.equal(await server.stop(), 0, server.log());
+    }
+  });
+});
+
+// --kv-compact-dtype int8: a running request's old full blocks move to the compaction region,
+// which the snapshot describes after the main pool.
+describe('a compaction region', () => {
+  test('holds the old blocks of a running request and frees them when it ends', async () => {
+    const server = await startServer(['--kv-compact-dtype', 'int8', '--kv-compact-every', '16', '--kv-compact-keep', '32',
+                                      '--inject-step-delay-ms', '3']);
+    try {
+      const idle = await snapshot(server.url);
+      checkShape(idle);
+      checkCompact(idle);
+      assert.match(idle.compact.dtype, /^int8\b/);
+      assert.equal(idle.compact.counts.used, 0);
+      const stream = await startStream(server.url, { prompt: LONG_PROMPT, max_tokens: 150 });
+      const seen = await pollUntil(async () => {
+        const s = await snapshot(server.url);
+        return s.compact.counts.used >= 2 ? s : null;
+      }, { timeoutMs: 30000, intervalMs: 5, what: 'used blocks in the compaction region' });
+      checkShape(seen);
+      checkCompact(seen);
+      const owner = seen.owners.findIndex((o) => o.kind === 'request');
+      assert.ok(owner >= 0, JSON.stringify(seen.owners));
+      // Its table spans both regions: main and compact blocks together cover its tokens.
+      const o = seen.owners[owner];
+      assert.equal(o.blocks, Math.ceil(o.tokens / seen.block_size), JSON.stringify(o));
+      assert.ok(seen.compact.runs.some(([, state, holder, fill]) => state === 1 && holder === owner &&
+                                                                    fill === seen.block_size));
+      await stream.done;
+      await pollUntil(async () => (await snapshot(server.url)).compact.counts.used === 0,
+                      { what: 'the compaction region to be free again' });
     } finally {
       assert.equal(await server.stop(), 0, server.log());
     }

@@ -4,7 +4,8 @@
 // (the server frees its blocks and counts the request as aborted); no console errors or
 // uncaught exceptions; screenshots on a desktop and a phone viewport; an API-key server (the key
 // field appears after a 401, then chat works); and, on a tiny KV pool, two concurrent
-// completions with one long prompt showing up as "shared" blocks in the map's legend.
+// completions with one long prompt showing up as "shared" blocks in the map's legend; with a
+// compaction region, its blocks counted in the legend and drawn after the pool.
 // Needs /usr/bin/chromium and `npm ci` here (playwright-core); exit 77 (skipped) without them.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -311,6 +312,62 @@ describe('web console on a tiny KV pool', () => {
       assert.deepEqual(errors, []);
     } finally {
       await Promise.allSettled(streams);
+      await context.close();
+    }
+  });
+});
+
+describe('web console with a compaction region', () => {
+  let server;
+  let browser;
+  before(async () => {
+    server = await startServer(['--kv-compact-dtype', 'int8', '--kv-compact-every', '16', '--kv-compact-keep', '32',
+                                ...STEP_DELAY]);
+    browser = await chromium.launch(LAUNCH);
+  });
+  after(async () => {
+    await browser?.close();
+    if (server) assert.equal(await server.stop(), 0, server.log());
+  });
+
+  test('the legend counts compacted blocks; they are drawn after the pool and the tooltip names them', async () => {
+    const errors = [];
+    const { context, page } = await openPage(browser, `${server.url}/`, errors);
+    let stream;
+    try {
+      await pollUntil(async () => (await mapBlocks(page)) > 0, { what: 'the first snapshot' });
+      const compacted = async () => Number((await text(page, 'kv-count-compact')).split(' / ')[0].replace(/,/g, ''));
+      assert.match(await text(page, 'kv-count-compact'), /^0 \/ [\d,]+$/);
+      const res = await fetch(`${server.url}/v1/completions`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: MODEL_ID, prompt: LONG_PROMPT, max_tokens: SHARED_TOKENS, temperature: 0,
+                               ignore_eos: true, stream: true }),
+      });
+      assert.equal(res.status, 200);
+      stream = readSse(res);
+      await pollUntil(async () => (await compacted()) >= 4, { timeoutMs: 30000, intervalMs: 20,
+                                                              what: 'compacted blocks in the legend' });
+      // The region starts one empty row below the main pool's last row.
+      const at = await page.evaluate(() => {
+        const [main, compact] = kv.regions;
+        const g = kv.geom;
+        const box = document.getElementById('map-canvas').getBoundingClientRect();
+        const cell = compact.cell0;
+        return { first: cell, mainEnd: main.n, cols: g.cols, x: box.left + ((cell % g.cols) + 0.5) * g.c / g.dpr,
+                 y: box.top + (Math.floor(cell / g.cols) + 0.5) * g.c / g.dpr };
+      });
+      assert.equal(at.first, (Math.ceil(at.mainEnd / at.cols) + 1) * at.cols, JSON.stringify(at));
+      await page.mouse.move(at.x, at.y);
+      const tip = await text(page, 'kv-tooltip');
+      assert.match(tip, new RegExp(`^block ${at.mainEnd} \\(compaction region\\)`), tip);
+      assert.match(tip, /dtype {2}int8/);
+      fs.mkdirSync(SHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SHOTS, 'console-compact.png') });
+      await stream;
+      await pollUntil(async () => (await compacted()) === 0, { what: 'the compacted count back to 0' });
+      assert.deepEqual(errors, []);
+    } finally {
+      await Promise.allSettled([stream]);
       await context.close();
     }
   });

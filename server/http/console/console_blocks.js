@@ -2,7 +2,10 @@
 // one <script> at build time (cmake/EmbedFile.cmake); they share its scope.
 // The live KV block map, the owners table, the engine charts, and the start-up.
 // ---------- KV block map ----------
-const kv = { snap: null, drawnKey: '', drawnRuns: null, starts: null, geom: null, highlight: -1, timer: 0, inflight: false,
+// regions: the main pool, then the compaction region when the server has one, each drawn from
+// the start of a row: { id0 (first block id), n, runs, starts (run i covers [starts[i],
+// starts[i + 1])), dtype, cell0 (first cell, set by the layout) }.
+const kv = { snap: null, regions: [], drawnKey: '', drawnRuns: null, geom: null, highlight: -1, timer: 0, inflight: false,
              history: [], legendKey: '' };
 const rgb = (h) => { const n = parseInt(h.slice(1), 16); return [(n >> 16) & 255, (n >> 8) & 255, n & 255]; };
 const mix = (a, b, t) => a.map((v, i) => Math.round(v + (b[i] - v) * t));  // rgb a..b, t = 0..1
@@ -77,6 +80,15 @@ function applySnapshot(s, latencyMs) {
     return;
   }
   kv.snap = s;
+  const region = (id0, n, runs, dtype) => {
+    const starts = new Float64Array(runs.length + 1);
+    for (let i = 0; i < runs.length; i++) starts[i + 1] = starts[i] + (runs[i][0] || 0);
+    return { id0, n, runs, starts, dtype, cell0: 0 };
+  };
+  kv.regions = [region(0, s.num_blocks, s.runs, s.dtype)];
+  const c = s.compact;
+  const compact = c && Array.isArray(c.runs) && c.num_blocks > 0;
+  if (compact) kv.regions.push(region(s.num_blocks, c.num_blocks, c.runs, c.dtype));
   const counts = s.counts || {};
   const states = Array.isArray(s.states) ? s.states : [];
   $('kv-map').dataset.blocks = String(s.num_blocks);
@@ -85,21 +97,18 @@ function applySnapshot(s, latencyMs) {
   $('kv-total').textContent = fmtInt(s.num_blocks);
   $('kv-pct').textContent = s.num_blocks ? (100 * used / s.num_blocks).toFixed(1) : '0';
   $('kv-meta').textContent = `${fmtInt(s.num_blocks)} blocks × ${s.block_size} tokens · ${s.dtype} · ` +
-    `${fmtBytes(s.bytes_per_block * s.num_blocks)}`;
+    `${fmtBytes(s.bytes_per_block * s.num_blocks)}` +
+    (compact ? ` · compaction: ${fmtInt(c.num_blocks)} × ${c.dtype} · ${fmtBytes(c.bytes_per_block * c.num_blocks)}` : '');
   $('kv-age').textContent = `snapshot ${Math.round(latencyMs)} ms`;
-  updateLegend(states, counts);
-
-  const starts = new Float64Array(s.runs.length + 1);
-  for (let i = 0; i < s.runs.length; i++) starts[i + 1] = starts[i] + (s.runs[i][0] || 0);
-  kv.starts = starts;
+  updateLegend(states, counts, compact ? c : null);
   drawMap(false);
   updateOwners(s.owners || []);
   updateEngine(s.engine || {});
 }
 
-function updateLegend(states, counts) {
+function updateLegend(states, counts, compact) {
   const el = $('kv-legend');
-  const key = states.join(',');
+  const key = states.join(',') + (compact ? '|compact' : '');
   if (key !== kv.legendKey) {
     kv.legendKey = key;
     el.textContent = '';
@@ -110,10 +119,21 @@ function updateLegend(states, counts) {
     el.appendChild(h('span', { className: 'item', 'data-state': 'host', title: 'host offload tier (swapped-out blocks; not in the map)' },
       h('span', { className: 'name', textContent: 'host tier' }), h('span', { className: 'hostbar' }, h('i')),
       h('span', { className: 'count', 'data-testid': 'kv-count-host' })));
+    if (compact) {
+      el.appendChild(h('span', { className: 'item', 'data-state': 'compact',
+                                 title: 'compaction region: old context re-encoded in a smaller dtype, drawn below the main pool after an empty row' },
+        h('span', { className: 'name', textContent: 'compacted' }), h('span', { className: 'hostbar' }, h('i')),
+        h('span', { className: 'count', 'data-testid': 'kv-count-compact' })));
+    }
   }
   for (const item of el.querySelectorAll('[data-state]')) {
     const ct = item.querySelector('.count');
-    if (item.dataset.state === 'host') {
+    if (item.dataset.state === 'compact') {
+      const total = compact ? compact.num_blocks : 0;
+      const usedC = compact ? total - ((compact.counts || {}).free || 0) : 0;
+      ct.textContent = `${fmtInt(usedC)} / ${fmtInt(total)}`;
+      item.querySelector('.hostbar i').style.width = total ? `${(100 * usedC / total).toFixed(1)}%` : '0';
+    } else if (item.dataset.state === 'host') {
       const total = counts.host_total || 0;
       const usedH = counts.host_used || 0;
       ct.textContent = total ? `${fmtInt(usedH)} / ${fmtInt(total)}` : 'off';
@@ -137,6 +157,19 @@ function mapGeometry(n) {
   return { dpr, W: cols * c, c, cols, rows, H: rows * c, gap: c >= 5 ? Math.max(1, Math.round(dpr)) : 0 };
 }
 
+// The geometry for every region, each after an empty row below the one before (sets
+// region.cell0).
+function mapLayout(regions) {
+  const total = regions.reduce((a, r) => a + r.n, 0);
+  let g = mapGeometry(total);
+  if (regions.length > 1) g = mapGeometry(total + 2 * (regions.length - 1) * g.cols);  // room for the breaks
+  let cell = 0;
+  for (const r of regions) { r.cell0 = cell ? (Math.ceil(cell / g.cols) + 1) * g.cols : 0; cell = r.cell0 + r.n; }
+  g.rows = Math.max(1, Math.ceil(cell / g.cols));
+  g.H = g.rows * g.c;
+  return g;
+}
+
 function sameRuns(a, b) {
   if (!a || a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) {
@@ -151,11 +184,12 @@ function sameRuns(a, b) {
 function drawMap(force) {
   const s = kv.snap;
   if (!s) return;
-  const g = mapGeometry(s.num_blocks);
-  const key = `${s.num_blocks}|${s.block_size}|${g.W}|${g.c}|${kv.highlight}|${(s.states || []).join()}`;
-  if (!force && key === kv.drawnKey && sameRuns(kv.drawnRuns, s.runs)) return;
+  const g = mapLayout(kv.regions);
+  const runs = kv.regions.map((r) => r.runs);
+  const key = `${kv.regions.map((r) => r.n).join()}|${s.block_size}|${g.W}|${g.c}|${kv.highlight}|${(s.states || []).join()}`;
+  if (!force && key === kv.drawnKey && kv.drawnRuns.every((r, i) => sameRuns(r, runs[i]))) return;
   kv.drawnKey = key;
-  kv.drawnRuns = s.runs;
+  kv.drawnRuns = runs;
   kv.geom = g;
   const cv = $('map-canvas');
   if (cv.width !== g.W || cv.height !== g.H) {
@@ -172,50 +206,53 @@ function drawMap(force) {
   const states = s.states || [];
   const bs = s.block_size || 1;
   const inner = g.c - g.gap;
-  let b = 0;
   const palette = new Map();  // (state, fill, dimmed) -> [top, bottom, split]
-  for (const [count, st, owner, fill] of s.runs) {
-    const faded = kv.highlight >= 0 && owner !== kv.highlight;
-    const pkey = (st * (bs + 1) + Math.max(0, Math.min(bs, fill | 0))) * 2 + (faded ? 1 : 0);
-    let colors = palette.get(pkey);
-    if (!colors) {
-      const name = states[st];
-      let full = rgb(stateColor(name, st));
-      if (faded) full = mix(full, bg, 0.75);
-      const frac = Math.max(0, Math.min(1, (fill || 0) / bs));
-      const partial = name !== 'free' && frac < 1;
-      const dim = mix(full, bg, 0.6);
-      // Small cells show a partial fill as a lighter shade; larger ones as a bar whose height is the fill.
-      const bar = partial && inner >= 4;
-      colors = [pack(bar ? dim : (partial ? mix(dim, full, 0.25 + 0.75 * frac) : full)), pack(full),
-                bar ? inner - Math.round(inner * frac) : inner];  // rows above `split` get the first colour
-      palette.set(pkey, colors);
-    }
-    const [top, bottom, split] = colors;
-    const end = Math.min(b + Math.max(0, count | 0), s.num_blocks);
-    for (; b < end; b++) {
-      const x = (b % g.cols) * g.c;
-      let o = Math.floor(b / g.cols) * g.c * g.W + x;
-      for (let dy = 0; dy < inner; dy++, o += g.W) px.fill(dy < split ? top : bottom, o, o + inner);
+  for (const region of kv.regions) {
+    let b = region.cell0;
+    const last = region.cell0 + region.n;
+    for (const [count, st, owner, fill] of region.runs) {
+      const faded = kv.highlight >= 0 && owner !== kv.highlight;
+      const pkey = (st * (bs + 1) + Math.max(0, Math.min(bs, fill | 0))) * 2 + (faded ? 1 : 0);
+      let colors = palette.get(pkey);
+      if (!colors) {
+        const name = states[st];
+        let full = rgb(stateColor(name, st));
+        if (faded) full = mix(full, bg, 0.75);
+        const frac = Math.max(0, Math.min(1, (fill || 0) / bs));
+        const partial = name !== 'free' && frac < 1;
+        const dim = mix(full, bg, 0.6);
+        // Small cells show a partial fill as a lighter shade; larger ones as a bar whose height is the fill.
+        const bar = partial && inner >= 4;
+        colors = [pack(bar ? dim : (partial ? mix(dim, full, 0.25 + 0.75 * frac) : full)), pack(full),
+                  bar ? inner - Math.round(inner * frac) : inner];  // rows above `split` get the first colour
+        palette.set(pkey, colors);
+      }
+      const [top, bottom, split] = colors;
+      const end = Math.min(b + Math.max(0, count | 0), last);
+      for (; b < end; b++) {
+        const x = (b % g.cols) * g.c;
+        let o = Math.floor(b / g.cols) * g.c * g.W + x;
+        for (let dy = 0; dy < inner; dy++, o += g.W) px.fill(dy < split ? top : bottom, o, o + inner);
+      }
     }
   }
   ctx.putImageData(img, 0, 0);
 }
 
+// The block under the pointer: [region, index in it], or null.
 function blockAt(ev) {
   const g = kv.geom;
-  const s = kv.snap;
-  if (!g || !s) return -1;
+  if (!g || !kv.snap) return null;
   const r = $('map-canvas').getBoundingClientRect();
   const col = Math.floor((ev.clientX - r.left) * g.dpr / g.c);
   const row = Math.floor((ev.clientY - r.top) * g.dpr / g.c);
-  if (col < 0 || col >= g.cols || row < 0) return -1;
-  const b = row * g.cols + col;
-  return b < s.num_blocks ? b : -1;
+  if (col < 0 || col >= g.cols || row < 0) return null;
+  const cell = row * g.cols + col;
+  const region = kv.regions.find((x) => cell >= x.cell0 && cell < x.cell0 + x.n);
+  return region ? [region, cell - region.cell0] : null;
 }
 
-function runOf(b) {  // binary search: starts[i] <= b < starts[i + 1]
-  const st = kv.starts;
+function runOf(st, b) {  // binary search: st[i] <= b < st[i + 1]
   let lo = 0;
   let hi = st.length - 2;
   while (lo < hi) {
@@ -227,11 +264,12 @@ function runOf(b) {  // binary search: starts[i] <= b < starts[i + 1]
 
 function showTip(ev) {
   const tip = $('tip');
-  const b = blockAt(ev);
+  const at = blockAt(ev);
   const s = kv.snap;
-  if (b < 0 || !s.runs.length) { tip.hidden = true; return; }
-  const [, st, ownerIdx, fill] = s.runs[runOf(b)];
-  const lines = [`block ${b}`, `state  ${(s.states || [])[st] ?? st}`];
+  if (!at || !at[0].runs.length) { tip.hidden = true; return; }
+  const [region, i] = at;
+  const [, st, ownerIdx, fill] = region.runs[runOf(region.starts, i)];
+  const lines = [`block ${region.id0 + i}${region.id0 ? ' (compaction region)' : ''}`, `state  ${(s.states || [])[st] ?? st}`];
   const owner = ownerIdx >= 0 && s.owners ? s.owners[ownerIdx] : null;
   if (owner) {
     lines.push(`owner  ${owner.id}`);
@@ -239,7 +277,7 @@ function showTip(ev) {
   } else {
     lines.push('owner  –');
   }
-  lines.push(`fill   ${fill}/${s.block_size} tokens`, `dtype  ${s.dtype}`);
+  lines.push(`fill   ${fill}/${s.block_size} tokens`, `dtype  ${region.dtype}`);
   tip.textContent = lines.join('\n');
   tip.hidden = false;
   const box = $('kv-map').getBoundingClientRect();

@@ -98,5 +98,37 @@ TEST(KvBlockMapTest, ASwappedOutSequenceHoldsHostSlotsAndNoDeviceBlocks) {
   EXPECT_EQ(map.host_used_blocks, 3);
 }
 
+TEST(KvBlockMapTest, TheCompactionRegionFollowsTheMainOne) {
+  KvCacheManager m(Spec(), cache_test::CompactConfig(8, 4, 4));
+  ASSERT_NE(m.compact_spec(), nullptr);
+  EXPECT_EQ(m.compact_spec()->dtype(0, 0), KvDtype::kInt8);
+  ASSERT_TRUE(m.AllocateSlots(1, 18).has_value());  // blocks 0..4, the last holds 2 tokens
+  ASSERT_EQ(m.Compact(1, 6).size(), 3u);            // 0 1 2 -> 8 9 10
+  ASSERT_TRUE(m.AllocateSlots(2, 4).has_value());   // block 5 (0 1 2 went to the tail of the free list)
+  const KvBlockMap map = m.BlockMap();
+  EXPECT_EQ(map.num_blocks(), 8);
+  EXPECT_EQ(map.num_compact_blocks, 4);
+  EXPECT_EQ(map.state, (std::vector<S>{S::kFree, S::kFree, S::kFree, S::kUsed, S::kUsed, S::kUsed, S::kFree, S::kFree,
+                                       S::kUsed, S::kUsed, S::kUsed, S::kFree}));
+  EXPECT_EQ(map.holder, (std::vector<int32_t>{-1, -1, -1, 0, 0, 1, -1, -1, 0, 0, 0, -1}));
+  EXPECT_EQ(map.fill, (std::vector<uint16_t>{0, 0, 0, 4, 2, 4, 0, 0, 4, 4, 4, 0}));
+  EXPECT_EQ(map.count(S::kUsed), 3);
+  EXPECT_EQ(map.count(S::kFree), 5);
+  EXPECT_EQ(map.compact_counts[static_cast<size_t>(S::kUsed)], 3);
+  EXPECT_EQ(map.compact_counts[static_cast<size_t>(S::kFree)], 1);
+  const KvCacheStats stats = m.stats();
+  EXPECT_EQ(stats.compact_used_blocks, 3);
+  EXPECT_EQ(stats.used_blocks, map.count(S::kUsed) + map.count(S::kShared));
+}
+
+TEST(KvBlockMapTest, NoCompactionRegionWithoutCompaction) {
+  KvCacheManager m(Spec(), Config());
+  EXPECT_EQ(m.compact_spec(), nullptr);
+  const KvBlockMap map = m.BlockMap();
+  EXPECT_EQ(map.num_compact_blocks, 0);
+  EXPECT_EQ(map.num_blocks(), 8);
+  EXPECT_EQ(map.state.size(), 8u);
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -8,6 +8,7 @@ namespace kvserve {
 namespace {
 
 using cache_test::Blocks;
+using cache_test::CompactConfig;
 
 KvSpec SmallSpec(int block_size = 4) {
   KvSpecConfig c;
@@ -63,22 +64,6 @@ TEST(KvCacheManager, FreeReturnsBlocksLastBlockFirst) {
   m.Free(99);  // unknown: no-op
   EXPECT_EQ(m.num_free_blocks(), 6);
   EXPECT_TRUE(m.VerifyIntegrity().ok());
-}
-
-KvCacheManagerConfig CompactConfig(int num_blocks, int num_compact, int num_host = 0) {
-  KvCacheManagerConfig c;
-  c.num_blocks = num_blocks;
-  c.num_host_blocks = num_host;
-  c.num_compact_blocks = num_compact;
-  KvSpecConfig sc;
-  sc.num_layers = 1;
-  sc.num_kv_heads = 1;
-  sc.head_dim = 8;
-  sc.block_size = 4;
-  sc.dtype = KvDtype::kInt8;
-  c.compact_spec = *KvSpec::Create(sc);
-  c.test_hooks.verify_each_operation = true;
-  return c;
 }
 
 TEST(KvCacheManagerCompaction, MovesOldFullPrivateBlocksAndKeepsTheRecentOnes) {
