@@ -65,6 +65,34 @@ StatusOr<CapacityPlanRow> PlanCapacity(const CapacityPlanConfig& c) {
   return row;
 }
 
+StatusOr<CapacityPlanRow> PlanCapacityCompacted(const CapacityPlanConfig& c, const CompactionPlan& p) {
+  if (!(p.share > 0 && p.share < 1)) return InvalidArgumentError("compaction share must be in (0, 1)");
+  if (p.every_tokens < 1 || p.keep_tokens < 0) return InvalidArgumentError("compaction every >= 1 and keep >= 0");
+  ASSIGN_OR_RETURN(CapacityPlanRow row, PlanCapacity(c));
+  ASSIGN_OR_RETURN(KvSpec spec, KvSpec::Create(c.kv));
+  ASSIGN_OR_RETURN(KvSpec compact, CompactSpecFor(spec, p.dtype));
+  const int64_t bs = spec.block_size();
+  const int64_t main_blocks =
+      std::min((c.context_tokens + bs - 1) / bs, (p.keep_tokens + p.every_tokens + bs - 1) / bs + 1);
+  const int64_t compact_blocks = std::max<int64_t>(0, (c.context_tokens - p.keep_tokens) / bs);
+  const int64_t main_bytes = main_blocks * static_cast<int64_t>(spec.block_bytes());
+  const int64_t compact_bytes = compact_blocks * static_cast<int64_t>(compact.block_bytes());
+  // As the engine: the compaction share of the memory (truncated), the rest for the pool.
+  const int64_t compact_memory = static_cast<int64_t>(static_cast<double>(row.kv_memory_bytes) * p.share);
+  const int64_t main_memory = row.kv_memory_bytes - compact_memory;
+  row.kv_setting +=
+      " + old " + std::string(KvDtypeName(p.dtype)) + " (group " + std::to_string(compact.group_size()) + ")";
+  row.compact_bytes_per_sequence = compact_bytes;
+  row.kv_bytes_per_sequence = main_bytes + compact_bytes;
+  row.kv_bytes_per_token = static_cast<double>(row.kv_bytes_per_sequence) / static_cast<double>(c.context_tokens);
+  row.ratio_to_f16 *= row.kv_bytes_per_token / spec.bytes_per_token();
+  row.max_sequences = main_memory / main_bytes;
+  if (compact_bytes > 0) row.max_sequences = std::min(row.max_sequences, compact_memory / compact_bytes);
+  row.num_blocks = NumBlocksForMemory(spec, main_memory);
+  row.fits = row.max_sequences > 0;
+  return row;
+}
+
 StatusOr<std::vector<CapacityPlanRow>> PlanCapacityTable(const CapacityPlanConfig& config,
                                                          std::span<const KvDtype> dtypes) {
   std::vector<CapacityPlanRow> rows;

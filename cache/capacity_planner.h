@@ -56,6 +56,7 @@ struct CapacityPlanRow {
   double kv_bytes_per_token = 0;   // all layers, K and V, scales and padding included
   int64_t kv_bytes_per_sequence = 0;  // blocks of `context` tokens + staging_bytes_per_sequence
   int64_t staging_bytes_per_sequence = 0;  // KvSpec::staging_bytes(): 0 unless keys per channel
+  int64_t compact_bytes_per_sequence = 0;  // PlanCapacityCompacted: the compaction region's part
   double ratio_to_f16 = 0;         // bytes per token / the same layout's F16 bytes per token
   int64_t kv_memory_bytes = 0;     // memory - weights - reserve, >= 0
   int64_t max_sequences = 0;
@@ -70,6 +71,26 @@ struct CapacityPlanRow {
 // config.kv.keep is not empty, one row for the layered setting as given.
 [[nodiscard]] StatusOr<std::vector<CapacityPlanRow>> PlanCapacityTable(const CapacityPlanConfig& config,
                                                                        std::span<const KvDtype> dtypes);
+// Old context compacted (--kv-compact-*): the KV memory is split like the engine splits it
+// (`share` of it holds compaction blocks), and a sequence of `context` tokens holds at most
+//   main blocks    = min(ceil(context / block), ceil((keep + every) / block) + 1)
+//   compact blocks = max(0, floor((context - keep) / block))
+// (the newest `keep` tokens plus up to `every` computed since the last compaction stay in the
+// main dtype; full blocks older than that move). Both are worst cases, so the row is a lower
+// bound: max seqs = min(main memory / main bytes, compaction memory / compact bytes),
+// kv/sequence is their sum and kv/token that over context. A prompt is compacted chunk by chunk
+// as it is prefilled.
+struct CompactionPlan {
+  KvDtype dtype = KvDtype::kInt8;
+  double share = 0.5;
+  int64_t every_tokens = 512;
+  int64_t keep_tokens = 1024;
+};
+// The row for config.kv with old context compacted; kv_setting names both dtypes, num_blocks
+// counts the main region. Errors: as PlanCapacity; share outside (0, 1), every < 1, keep < 0;
+// a compaction dtype that is not smaller (CompactSpecFor).
+[[nodiscard]] StatusOr<CapacityPlanRow> PlanCapacityCompacted(const CapacityPlanConfig& config,
+                                                              const CompactionPlan& compaction);
 // Every dtype: f32, f16, bf16, int8, int4.
 std::span<const KvDtype> AllKvDtypes();
 

@@ -1,8 +1,10 @@
 // `kvserve plan`: how many sequences fit in a memory budget next to a model's weights, for
-// every KV-cache dtype (and a layered setting with --kv-keep). Reads only the model's shape:
-// a GGUF file is mapped, never loaded; a synthetic preset is not built. The engine sizes its
-// pool with the same planner functions (cache/capacity_planner.h).
+// every KV-cache dtype (and a layered setting with --kv-keep, a compacted one with
+// --kv-compact-dtype). Reads only the model's shape: a GGUF file is mapped, never loaded; a
+// synthetic preset is not built. The engine sizes its pool with the same planner functions
+// (cache/capacity_planner.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "cache/capacity_planner.h"
@@ -28,6 +30,8 @@ struct PlanOptions {
   std::string kv_keep;
   std::string kv_keep_dtype = "f16";
   int block_size = 0;  // 0: DefaultBlockSize per KV dtype
+  std::string kv_compact_dtype = "none";
+  CompactionPlan compaction;
 };
 
 struct ModelShape {
@@ -103,10 +107,33 @@ int RunPlan(const PlanOptions& o) {
   }
   StatusOr<std::vector<CapacityPlanRow>> rows = PlanCapacityTable(c, dtypes);
   if (!rows.ok()) return ReportError(kCommand, rows.status());
+  double balanced_share = 0;
+  int64_t balanced_seqs = 0;
+  if (o.kv_compact_dtype != "none") {
+    CompactionPlan compaction = o.compaction;
+    compaction.dtype = *ParseKvDtype(o.kv_compact_dtype);
+    CapacityPlanConfig main = c;
+    if (o.kv_dtype == "all" && o.kv_keep.empty()) main.kv.dtype = KvDtype::kF16;  // the server's default
+    StatusOr<CapacityPlanRow> row = PlanCapacityCompacted(main, compaction);
+    if (!row.ok()) return ReportError(kCommand, "--kv-compact-dtype: " + row.status().message(), kExitUsageError);
+    // The share at which both regions run out together for this context.
+    balanced_share = std::clamp(static_cast<double>(row->compact_bytes_per_sequence) /
+                                    static_cast<double>(row->kv_bytes_per_sequence), 0.01, 0.99);
+    compaction.share = balanced_share;
+    balanced_seqs = PlanCapacityCompacted(main, compaction)->max_sequences;
+    rows->push_back(*std::move(row));
+  }
   std::printf("model:    %s\nweights:  %s\nmemory:   %s (reserve %s)\ncontext:  %d tokens per sequence\n\n%s",
               shape->description.c_str(), FormatBytes(static_cast<double>(shape->weight_bytes)).c_str(),
               FormatBytes(static_cast<double>(*memory)).c_str(), FormatBytes(static_cast<double>(*reserve)).c_str(),
               o.ctx, FormatCapacityPlan(*rows).c_str());
+  if (o.kv_compact_dtype != "none") {
+    std::printf("\nlast row: old context compacted every %lld tokens, newest %lld kept, %.0f%% of the KV memory for\n"
+                "compacted blocks; worst-case blocks per sequence, so max seqs is a lower bound. For %d-token\n"
+                "sequences --kv-compact-share %.2f fills both regions together: %lld sequences\n",
+                static_cast<long long>(o.compaction.every_tokens), static_cast<long long>(o.compaction.keep_tokens),
+                100 * o.compaction.share, o.ctx, balanced_share, static_cast<long long>(balanced_seqs));
+  }
   return kExitOk;
 }
 
@@ -125,6 +152,16 @@ void RegisterPlanCommand(CommandRegistry& registry) {
   sub->add_option("--kv-keep", options->kv_keep, "Layered precision row: layers=0,1 or heads=L:H,... kept at --kv-keep-dtype");
   sub->add_option("--kv-keep-dtype", options->kv_keep_dtype, "Element type of the --kv-keep layers or heads");
   sub->add_option("--block-size", options->block_size, "KV block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 1024));
+  sub->add_option("--kv-compact-dtype", options->kv_compact_dtype,
+                  "Adds a row with old context compacted to this dtype (as serve's flag; the row's main dtype is "
+                  "--kv-dtype, f16 for all)")
+      ->check(CLI::IsMember({"none", "int8", "int4", "int4c"}));
+  sub->add_option("--kv-compact-share", options->compaction.share, "Share of the KV memory for compacted blocks")
+      ->check(CLI::Range(0.01, 0.99));
+  sub->add_option("--kv-compact-every", options->compaction.every_tokens, "Tokens a sequence computes between compactions")
+      ->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--kv-compact-keep", options->compaction.keep_tokens, "Newest tokens of a sequence kept at --kv-dtype")
+      ->check(CLI::Range(0, 1 << 24));
 }
 
 }  // namespace kvserve::cli

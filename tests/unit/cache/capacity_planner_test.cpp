@@ -101,6 +101,42 @@ TEST(CapacityPlanner, DoesNotFitAndBadInputs) {
   EXPECT_FALSE(PlanCapacity(c).ok());
 }
 
+TEST(CapacityPlanner, CompactedRowSplitsTheMemoryAndCountsWorstCaseBlocks) {
+  CapacityPlanConfig c = Plan7B(KvDtype::kF16);
+  c.context_tokens = 8192;
+  const int64_t kv_memory = 40 * kGiB - 13477363712;  // 29472309248
+  CompactionPlan p;  // int8, every 512, keep 1024
+  p.share = 0.7;
+  auto row = PlanCapacityCompacted(c, p);
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  // Main: min(512, ceil(1536 / 16) + 1) = 97 F16 blocks of 8 MiB; compacted: (8192 - 1024) / 16
+  // = 448 INT8 blocks of 4325376 bytes.
+  EXPECT_EQ(row->kv_bytes_per_sequence, 97 * 8388608LL + 448 * 4325376LL);
+  EXPECT_EQ(row->compact_bytes_per_sequence, 448 * 4325376LL);
+  const int64_t compact_memory = static_cast<int64_t>(static_cast<double>(kv_memory) * 0.7);
+  EXPECT_EQ(row->max_sequences, std::min((kv_memory - compact_memory) / (97 * 8388608LL),
+                                         compact_memory / (448 * 4325376LL)));
+  EXPECT_EQ(row->max_sequences, 10);  // F16 alone: 29472309248 / 4 GiB = 6
+  EXPECT_EQ(PlanCapacity(c)->max_sequences, 6);
+  EXPECT_EQ(row->num_blocks, (kv_memory - compact_memory) / 8388608);
+  EXPECT_DOUBLE_EQ(row->ratio_to_f16, static_cast<double>(row->kv_bytes_per_sequence) / (8192 * 524288.0));
+  EXPECT_EQ(row->kv_setting, "f16, block 16 + old int8 (group 128)");
+
+  // A context within `keep` never compacts: the share set aside only costs sequences.
+  c.context_tokens = 1024;
+  p.share = 0.5;
+  row = PlanCapacityCompacted(c, p);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->kv_bytes_per_sequence, 64 * 8388608LL);
+  EXPECT_EQ(row->max_sequences, (kv_memory - kv_memory / 2) / (64 * 8388608LL));  // 27, not 54
+
+  p.share = 1.0;
+  EXPECT_EQ(PlanCapacityCompacted(c, p).status().code(), StatusCode::kInvalidArgument);
+  p.share = 0.5;
+  p.dtype = KvDtype::kF32;  // not smaller than the main dtype
+  EXPECT_FALSE(PlanCapacityCompacted(c, p).ok());
+}
+
 TEST(CapacityPlanner, NumBlocksForMemoryRoundsDown) {
   KvSpecConfig k;
   k.num_layers = 5;
