@@ -109,6 +109,7 @@ int RunPlan(const PlanOptions& o) {
   if (!rows.ok()) return ReportError(kCommand, rows.status());
   double balanced_share = 0;
   int64_t balanced_seqs = 0;
+  bool never_compacted = false;
   if (o.kv_compact_dtype != "none") {
     CompactionPlan compaction = o.compaction;
     compaction.dtype = *ParseKvDtype(o.kv_compact_dtype);
@@ -116,6 +117,7 @@ int RunPlan(const PlanOptions& o) {
     if (o.kv_dtype == "all" && o.kv_keep.empty()) main.kv.dtype = KvDtype::kF16;  // the server's default
     StatusOr<CapacityPlanRow> row = PlanCapacityCompacted(main, compaction);
     if (!row.ok()) return ReportError(kCommand, "--kv-compact-dtype: " + row.status().message(), kExitUsageError);
+    never_compacted = row->compact_bytes_per_sequence == 0;
     // The share at which both regions run out together for this context.
     balanced_share = std::clamp(static_cast<double>(row->compact_bytes_per_sequence) /
                                     static_cast<double>(row->kv_bytes_per_sequence), 0.01, 0.99);
@@ -129,10 +131,16 @@ int RunPlan(const PlanOptions& o) {
               o.ctx, FormatCapacityPlan(*rows).c_str());
   if (o.kv_compact_dtype != "none") {
     std::printf("\nlast row: old context compacted every %lld tokens, newest %lld kept, %.0f%% of the KV memory for\n"
-                "compacted blocks; worst-case blocks per sequence, so max seqs is a lower bound. For %d-token\n"
-                "sequences --kv-compact-share %.2f fills both regions together: %lld sequences\n",
+                "compacted blocks; worst-case blocks per sequence, so max seqs is a lower bound.\n",
                 static_cast<long long>(o.compaction.every_tokens), static_cast<long long>(o.compaction.keep_tokens),
-                100 * o.compaction.share, o.ctx, balanced_share, static_cast<long long>(balanced_seqs));
+                100 * o.compaction.share);
+    if (never_compacted) {
+      std::printf("%d-token sequences never fill a block past --kv-compact-keep %lld: the region only costs memory\n",
+                  o.ctx, static_cast<long long>(o.compaction.keep_tokens));
+    } else {
+      std::printf("For %d-token sequences --kv-compact-share %.2f fills both regions together: %lld sequences\n", o.ctx,
+                  balanced_share, static_cast<long long>(balanced_seqs));
+    }
   }
   return kExitOk;
 }
