@@ -48,39 +48,35 @@ async function startStream(url, body, key) {
   return { done };
 }
 
-function checkShape(s) {
-  assert.equal(s.object, 'kv_cache.blocks');
-  assert.deepEqual(s.states, ['free', 'used', 'cached', 'pinned', 'shared']);
-  const perState = new Array(s.states.length).fill(0);
-  let blocks = 0;
-  for (const [count, state, owner, fill] of s.runs) {
-    assert.ok(count > 0 && state >= 0 && state < s.states.length && fill >= 0 && fill <= s.block_size);
-    assert.ok(owner >= -1 && owner < s.owners.length);
-    perState[state] += count;
-    blocks += count;
-  }
-  assert.equal(blocks, s.num_blocks);
-  s.states.forEach((name, i) => assert.equal(s.counts[name], perState[i], name));
-}
-
-const used = (s) => s.counts.used + s.counts.shared;
-
-// The compaction region's description: runs over its blocks (free, used or shared) that agree
-// with its counts.
-function checkCompact(s) {
-  const c = s.compact;
-  assert.ok(c && c.num_blocks > 0 && c.bytes_per_block > 0 && c.bytes_per_block < s.bytes_per_block, JSON.stringify(c));
+// A region of snapshot s ({num_blocks, counts, runs}: the pool, or s.compact): runs of the
+// states `names` only, covering every block, agreeing with its counts.
+function checkRegion(s, region, names) {
   const perState = {};
   let blocks = 0;
-  for (const [count, state, owner, fill] of c.runs) {
+  for (const [count, state, owner, fill] of region.runs) {
     const name = s.states[state];
-    assert.ok(count > 0 && ['free', 'used', 'shared'].includes(name) && fill >= 0 && fill <= s.block_size, name);
+    assert.ok(count > 0 && names.includes(name) && fill >= 0 && fill <= s.block_size, name);
     assert.ok(owner >= -1 && owner < s.owners.length);
     perState[name] = (perState[name] || 0) + count;
     blocks += count;
   }
-  assert.equal(blocks, c.num_blocks);
-  for (const name of ['free', 'used', 'shared']) assert.equal(c.counts[name], perState[name] || 0, name);
+  assert.equal(blocks, region.num_blocks);
+  for (const name of names) assert.equal(region.counts[name], perState[name] || 0, name);
+}
+
+function checkShape(s) {
+  assert.equal(s.object, 'kv_cache.blocks');
+  assert.deepEqual(s.states, ['free', 'used', 'cached', 'pinned', 'shared']);
+  checkRegion(s, s, s.states);
+}
+
+const used = (s) => s.counts.used + s.counts.shared;
+
+// The compaction region: smaller blocks, never cached or pinned.
+function checkCompact(s) {
+  const c = s.compact;
+  assert.ok(c && c.num_blocks > 0 && c.bytes_per_block > 0 && c.bytes_per_block < s.bytes_per_block, JSON.stringify(c));
+  checkRegion(s, c, ['free', 'used', 'shared']);
 }
 
 describe('GET /v1/cache/blocks and the console page', () => {

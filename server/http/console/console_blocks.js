@@ -106,6 +106,15 @@ function applySnapshot(s, latencyMs) {
   updateEngine(s.engine || {});
 }
 
+// A legend item with a used/total bar (the host tier, the compaction region); state: its key.
+const meterItem = (state, name, title) => h('span', { className: 'item', 'data-state': state, title },
+  h('span', { className: 'name', textContent: name }), h('span', { className: 'hostbar' }, h('i')),
+  h('span', { className: 'count', 'data-testid': 'kv-count-' + state }));
+function setMeter(item, used, total) {
+  item.querySelector('.count').textContent = total ? `${fmtInt(used)} / ${fmtInt(total)}` : 'off';
+  item.querySelector('.hostbar i').style.width = total ? `${(100 * used / total).toFixed(1)}%` : '0';
+}
+
 function updateLegend(states, counts, compact) {
   const el = $('kv-legend');
   const key = states.join(',') + (compact ? '|compact' : '');
@@ -116,30 +125,19 @@ function updateLegend(states, counts, compact) {
       h('span', { className: 'swatch', style: `background: ${stateColor(name, i)}` }),
       h('span', { className: 'name', textContent: name }),
       h('span', { className: 'count', 'data-testid': 'kv-count-' + name }))));
-    el.appendChild(h('span', { className: 'item', 'data-state': 'host', title: 'host offload tier (swapped-out blocks; not in the map)' },
-      h('span', { className: 'name', textContent: 'host tier' }), h('span', { className: 'hostbar' }, h('i')),
-      h('span', { className: 'count', 'data-testid': 'kv-count-host' })));
+    el.appendChild(meterItem('host', 'host tier', 'host offload tier (swapped-out blocks; not in the map)'));
     if (compact) {
-      el.appendChild(h('span', { className: 'item', 'data-state': 'compact',
-                                 title: 'compaction region: old context re-encoded in a smaller dtype, drawn below the main pool after an empty row' },
-        h('span', { className: 'name', textContent: 'compacted' }), h('span', { className: 'hostbar' }, h('i')),
-        h('span', { className: 'count', 'data-testid': 'kv-count-compact' })));
+      el.appendChild(meterItem('compact', 'compacted',
+        'compaction region: old context re-encoded in a smaller dtype, drawn below the main pool after an empty row'));
     }
   }
   for (const item of el.querySelectorAll('[data-state]')) {
-    const ct = item.querySelector('.count');
     if (item.dataset.state === 'compact') {
-      const total = compact ? compact.num_blocks : 0;
-      const usedC = compact ? total - ((compact.counts || {}).free || 0) : 0;
-      ct.textContent = `${fmtInt(usedC)} / ${fmtInt(total)}`;
-      item.querySelector('.hostbar i').style.width = total ? `${(100 * usedC / total).toFixed(1)}%` : '0';
+      setMeter(item, compact.num_blocks - ((compact.counts || {}).free || 0), compact.num_blocks);
     } else if (item.dataset.state === 'host') {
-      const total = counts.host_total || 0;
-      const usedH = counts.host_used || 0;
-      ct.textContent = total ? `${fmtInt(usedH)} / ${fmtInt(total)}` : 'off';
-      item.querySelector('.hostbar i').style.width = total ? `${(100 * usedH / total).toFixed(1)}%` : '0';
+      setMeter(item, counts.host_used || 0, counts.host_total || 0);
     } else {
-      ct.textContent = String(counts[item.dataset.state] || 0);
+      item.querySelector('.count').textContent = String(counts[item.dataset.state] || 0);
     }
   }
 }
