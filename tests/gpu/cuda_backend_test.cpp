@@ -175,6 +175,29 @@ TEST(CudaBackend, HalfPrecisionWeightsStayCloseToTheCpu) {
   }
 }
 
+TEST(CudaBackend, QuantizedWeightsReadAsStoredFollowTheCpuOnBothPaths) {
+  // Q8_0 and Q4_0 matrices stay in their blocks on the device. The schedule's prompt chunks
+  // (35 and 28 tokens) and decode steps (2 tokens) take the dequantize + GEMM path or the
+  // matrix-vector kernel as quant_gemm_min_tokens says: 1 (always the GEMM), 32 (both), 1000
+  // (always the kernel). F16 activations as in the test above: tolerance 5e-3.
+  REQUIRE_CUDA_DEVICE();
+  for (const char* spec : {"synthetic:tiny:q8_0", "synthetic:tiny:q4_0"}) {
+    auto model = TinyModel(spec);
+    for (int min_tokens : {1, 32, 1000}) {
+      CudaBackendOptions o = Options(CudaWeightType::kF16);
+      o.quant_gemm_min_tokens = min_tokens;
+      auto b = CreateCudaBackend(*model, o);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      Harness cpu(*model, KvDtype::kF16, 16, 24, Cpu(*model));
+      Harness gpu(*model, KvDtype::kF16, 16, 24, std::move(b).value());
+      const auto out = RunSchedule({&cpu, &gpu}, model->config().vocab_size, 3);
+      for (size_t s = 0; s < out[0].size(); ++s) {
+        EXPECT_LT(MaxAbsDiff(out[0][s], out[1][s]), 5e-3f) << spec << " min tokens " << min_tokens << " step " << s;
+      }
+    }
+  }
+}
+
 TEST(CudaBackend, GraphReplayMatchesEagerDecoding) {
   // Two sequences pad to the 2-sequence bucket; contexts stay within 4 blocks of 16: one
   // bucket, captured on its second step and replayed from then on.

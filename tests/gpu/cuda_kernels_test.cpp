@@ -18,43 +18,16 @@ namespace kvserve {
 namespace {
 
 using cuda::ActType;
+using testing::ActName;
+using testing::DecodeAct;
 using testing::DeviceBuffer;
+using testing::EncodeAct;
 using testing::DeviceKvArena;
 using testing::HostKvArena;
 using testing::MakeSpec;
 using testing::RandomNormal;
 
 constexpr ActType kActTypes[] = {ActType::kF32, ActType::kF16, ActType::kBF16};
-
-const char* ActName(ActType t) { return t == ActType::kF32 ? "f32" : t == ActType::kF16 ? "f16" : "bf16"; }
-
-std::vector<uint8_t> EncodeAct(const std::vector<float>& v, ActType t) {
-  std::vector<uint8_t> out(v.size() * cuda::ActBytes(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == ActType::kF32) {
-      std::memcpy(&out[4 * i], &v[i], 4);
-    } else {
-      const uint16_t h = t == ActType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  }
-  return out;
-}
-
-std::vector<float> DecodeAct(const std::vector<uint8_t>& bytes, ActType t) {
-  const size_t n = bytes.size() / cuda::ActBytes(t);
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t == ActType::kF32) {
-      std::memcpy(&out[i], &bytes[4 * i], 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, &bytes[2 * i], 2);
-      out[i] = t == ActType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
-    }
-  }
-  return out;
-}
 
 // Relative tolerance of one rounding to the type, doubled (a last-bit difference before the
 // rounding may move it by one unit).

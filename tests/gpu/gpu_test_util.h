@@ -15,7 +15,9 @@
 #include <random>
 #include <vector>
 
+#include "common/fp16.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_kernels.h"
 #include "tests/test_paths.h"
 
 #define REQUIRE_CUDA_DEVICE()                                                                      \
@@ -72,6 +74,39 @@ inline std::vector<float> RandomNormal(size_t n, uint32_t seed, float stddev = 1
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// Activations in (out of) the bytes of an activation type, F16/BF16 rounded to nearest even.
+inline const char* ActName(cuda::ActType t) {
+  return t == cuda::ActType::kF32 ? "f32" : t == cuda::ActType::kF16 ? "f16" : "bf16";
+}
+
+inline std::vector<uint8_t> EncodeAct(const std::vector<float>& v, cuda::ActType t) {
+  std::vector<uint8_t> out(v.size() * cuda::ActBytes(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == cuda::ActType::kF32) {
+      std::memcpy(&out[4 * i], &v[i], 4);
+    } else {
+      const uint16_t h = t == cuda::ActType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+inline std::vector<float> DecodeAct(const std::vector<uint8_t>& bytes, cuda::ActType t) {
+  const size_t n = bytes.size() / cuda::ActBytes(t);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == cuda::ActType::kF32) {
+      std::memcpy(&out[i], &bytes[4 * i], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      out[i] = t == cuda::ActType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+    }
+  }
+  return out;
 }
 
 inline float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {

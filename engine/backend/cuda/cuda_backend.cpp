@@ -1,6 +1,7 @@
-// CudaBackend: device set-up, weight upload (or on-device random weights), scratch, the KV
-// arena and the block operations (copy, shift, raw read/write). The step itself (packing,
-// kernels, graphs) is in cuda_forward.cpp; factories, planning and errors in cuda_device.cpp.
+// CudaBackend: device set-up, scratch, the KV arena and the block operations (copy, shift, raw
+// read/write). The weights are uploaded (or made up) in cuda_weights.cpp, the step itself
+// (packing, kernels, graphs) is in cuda_forward.cpp; factories, planning and errors in
+// cuda_device.cpp.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -23,37 +24,6 @@ cuda::ActType ActTypeOf(CudaWeightType t) {
     case CudaWeightType::kF32: return cuda::ActType::kF32;
   }
   return cuda::ActType::kF16;
-}
-
-bool SameType(GgmlType src, cuda::ActType dst) {
-  return (src == GgmlType::kF32 && dst == cuda::ActType::kF32) || (src == GgmlType::kF16 && dst == cuda::ActType::kF16) ||
-         (src == GgmlType::kBF16 && dst == cuda::ActType::kBF16);
-}
-
-// Rows of `m` in the device type, written to host memory at dst ([rows][cols]).
-void ConvertMatrix(const WeightMatrix& m, cuda::ActType type, uint8_t* dst) {
-  if (SameType(m.type, type)) {
-    std::memcpy(dst, m.data, m.nbytes());
-    return;
-  }
-  const size_t out_row = static_cast<size_t>(m.cols) * cuda::ActBytes(type);
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(m.cols));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < m.rows; ++r) {
-      DequantizeRow(m.type, m.row(r), row.data(), m.cols);
-      uint8_t* out = dst + static_cast<size_t>(r) * out_row;
-      if (type == cuda::ActType::kF32) {
-        std::memcpy(out, row.data(), out_row);
-      } else {
-        uint16_t* o = reinterpret_cast<uint16_t*>(out);
-        for (int64_t c = 0; c < m.cols; ++c) {
-          o[c] = type == cuda::ActType::kF16 ? F32ToF16(row[c]) : F32ToBf16(row[c]);
-        }
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -129,123 +99,9 @@ Status CudaBackend::Impl::Init(const Model* model, uint64_t random_seed) {
   // non-blocking stream that does not wait for the legacy one.
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   LOG_INFO("cuda backend: {} — weights {:.2f} GiB ({}) in {:.1f} s, scratch {:.0f} MiB", description,
-           weight_region.size() / double(1ull << 30),
-           act == cuda::ActType::kF16 ? "f16" : act == cuda::ActType::kBF16 ? "bf16" : "f32",
+           weight_region.size() / double(1ull << 30), DescribeWeights(),
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
            scratch_region.size() / double(1 << 20));
-  return OkStatus();
-}
-
-namespace {
-
-// Device bytes of every weight (fused matrices, norms, biases), in Take() order.
-size_t WeightRegionBytes(const ModelConfig& c, cuda::ActType act, bool tied, bool biases) {
-  const size_t e = cuda::ActBytes(act);
-  const size_t dim = c.dim;
-  size_t total = DeviceRegion::Align(static_cast<size_t>(c.vocab_size) * dim * e);
-  if (!tied) total += DeviceRegion::Align(static_cast<size_t>(c.vocab_size) * dim * e);
-  total += DeviceRegion::Align(dim * sizeof(float));
-  const size_t qkv = static_cast<size_t>(c.q_dim()) + 2 * c.kv_dim();
-  for (int l = 0; l < c.num_layers; ++l) {
-    total += 2 * DeviceRegion::Align(dim * sizeof(float));
-    total += DeviceRegion::Align(qkv * dim * e);
-    if (biases) total += DeviceRegion::Align(qkv * sizeof(float));
-    total += DeviceRegion::Align(dim * c.q_dim() * e);
-    total += DeviceRegion::Align(2 * static_cast<size_t>(c.ffn_dim) * dim * e);
-    total += DeviceRegion::Align(dim * c.ffn_dim * e);
-  }
-  return total;
-}
-
-}  // namespace
-
-Status CudaBackend::Impl::UploadWeights(const Model& model) {
-  const ModelWeights& w = model.weights();
-  const ModelConfig& c = config;
-  const bool tied = w.output.data == w.token_embd.data;
-  bool biases = false;
-  for (const LayerWeights& L : w.layers) biases |= L.bq != nullptr || L.bk != nullptr || L.bv != nullptr;
-  RETURN_IF_ERROR(weight_region.Allocate(WeightRegionBytes(c, act, tied, biases), "weights"));
-  const size_t e = cuda::ActBytes(act);
-  std::vector<uint8_t> host;
-
-  // Converts matrices stacked by rows into one device matrix.
-  auto upload = [&](std::initializer_list<const WeightMatrix*> parts) -> StatusOr<void*> {
-    size_t bytes = 0;
-    for (const WeightMatrix* m : parts) bytes += static_cast<size_t>(m->rows) * m->cols * e;
-    host.resize(bytes);
-    size_t at = 0;
-    for (const WeightMatrix* m : parts) {
-      ConvertMatrix(*m, act, host.data() + at);
-      at += static_cast<size_t>(m->rows) * m->cols * e;
-    }
-    void* dst = weight_region.Take(bytes);
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host.data(), bytes, cudaMemcpyHostToDevice));
-    return dst;
-  };
-  auto vector = [&](const float* src, size_t n) -> StatusOr<float*> {
-    float* dst = static_cast<float*>(weight_region.Take(n * sizeof(float)));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
-    return dst;
-  };
-
-  ASSIGN_OR_RETURN(token_embd, upload({&w.token_embd}));
-  if (tied) {
-    output = token_embd;
-  } else {
-    ASSIGN_OR_RETURN(output, upload({&w.output}));
-  }
-  ASSIGN_OR_RETURN(output_norm, vector(w.output_norm, c.dim));
-  layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = w.layers[l];
-    CudaLayerWeights& D = layers[l];
-    ASSIGN_OR_RETURN(D.attn_norm, vector(L.attn_norm, c.dim));
-    ASSIGN_OR_RETURN(D.ffn_norm, vector(L.ffn_norm, c.dim));
-    ASSIGN_OR_RETURN(D.wqkv, upload({&L.wq, &L.wk, &L.wv}));
-    if (biases) {
-      std::vector<float> b(static_cast<size_t>(qkv_dim()), 0.0f);
-      if (L.bq != nullptr) std::copy_n(L.bq, q_dim(), b.begin());
-      if (L.bk != nullptr) std::copy_n(L.bk, kv_dim(), b.begin() + q_dim());
-      if (L.bv != nullptr) std::copy_n(L.bv, kv_dim(), b.begin() + q_dim() + kv_dim());
-      ASSIGN_OR_RETURN(D.bqkv, vector(b.data(), b.size()));
-    }
-    ASSIGN_OR_RETURN(D.wo, upload({&L.wo}));
-    ASSIGN_OR_RETURN(D.w_gate_up, upload({&L.w_gate, &L.w_up}));
-    ASSIGN_OR_RETURN(D.w_down, upload({&L.w_down}));
-  }
-  return OkStatus();
-}
-
-Status CudaBackend::Impl::RandomWeights(uint64_t seed) {
-  const ModelConfig& c = config;
-  RETURN_IF_ERROR(weight_region.Allocate(WeightRegionBytes(c, act, /*tied=*/false, /*biases=*/false), "weights"));
-  const size_t e = cuda::ActBytes(act);
-  uint64_t tensor = 0;
-  constexpr float kStddev = 0.02f;
-  auto matrix = [&](int64_t rows, int64_t cols) -> StatusOr<void*> {
-    void* p = weight_region.Take(static_cast<size_t>(rows) * cols * e);
-    const uint64_t key = seed * 0x9E3779B97F4A7C15ull + (++tensor) * 0xD1B54A32D192ED03ull;
-    CUDA_RETURN_IF_ERROR(cuda::LaunchFillNormal(p, act, rows * cols, key, kStddev, stream));
-    return p;
-  };
-  auto ones = [&](int64_t n) -> StatusOr<float*> {
-    float* p = static_cast<float*>(weight_region.Take(n * sizeof(float)));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchFillConstant(p, n, 1.0f, stream));
-    return p;
-  };
-  ASSIGN_OR_RETURN(token_embd, matrix(c.vocab_size, c.dim));
-  ASSIGN_OR_RETURN(output, matrix(c.vocab_size, c.dim));
-  ASSIGN_OR_RETURN(output_norm, ones(c.dim));
-  layers.resize(c.num_layers);
-  for (CudaLayerWeights& D : layers) {
-    ASSIGN_OR_RETURN(D.attn_norm, ones(c.dim));
-    ASSIGN_OR_RETURN(D.ffn_norm, ones(c.dim));
-    ASSIGN_OR_RETURN(D.wqkv, matrix(qkv_dim(), c.dim));
-    ASSIGN_OR_RETURN(D.wo, matrix(c.dim, c.q_dim()));
-    ASSIGN_OR_RETURN(D.w_gate_up, matrix(2 * static_cast<int64_t>(c.ffn_dim), c.dim));
-    ASSIGN_OR_RETURN(D.w_down, matrix(c.dim, c.ffn_dim));
-  }
   return OkStatus();
 }
 
@@ -260,7 +116,11 @@ Status CudaBackend::Impl::AllocateScratch() {
                        R::Align(T * qkv_dim() * 4) + R::Align(T * c.q_dim() * e) + R::Align(T * 2 * c.ffn_dim * 4) +
                        R::Align(T * c.ffn_dim * e) + R::Align(L * c.dim * e) + R::Align(L * c.vocab_size * 4) +
                        R::Align(part_rows * c.head_dim * 4) + R::Align(part_rows * 2 * 4);
-  RETURN_IF_ERROR(scratch_region.Allocate(bytes, "activations"));
+  // The dequantize scratch, only where a quantized matrix may meet a step of GEMM size.
+  const bool dequant_gemm = max_quant_values > 0 && options.limits.max_num_tokens >= options.quant_gemm_min_tokens;
+  dequant_values = dequant_gemm ? std::min(max_quant_values, kDequantTileValues) : 0;
+  const size_t dequant_bytes = R::Align(static_cast<size_t>(dequant_values) * e);
+  RETURN_IF_ERROR(scratch_region.Allocate(bytes + dequant_bytes, "activations"));
   cublas_workspace = scratch_region.Take(kCublasWorkspaceBytes);
   x = static_cast<float*>(scratch_region.Take(T * c.dim * 4));
   xn = scratch_region.Take(T * c.dim * e);
@@ -272,6 +132,7 @@ Status CudaBackend::Impl::AllocateScratch() {
   logits = static_cast<float*>(scratch_region.Take(L * c.vocab_size * 4));
   part_acc = static_cast<float*>(scratch_region.Take(part_rows * c.head_dim * 4));
   part_ml = static_cast<float*>(scratch_region.Take(part_rows * 2 * 4));
+  if (dequant_values > 0) dequant = scratch_region.Take(dequant_bytes);
   // A fixed workspace: cuBLAS then never allocates, which CUDA graph capture requires.
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas, cublas_workspace, kCublasWorkspaceBytes));
 

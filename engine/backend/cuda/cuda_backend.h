@@ -1,15 +1,18 @@
 // CudaBackend: the Llama forward pass on one NVIDIA GPU over a paged KV cache in device memory.
 //
-// What lives on the device: the weights (F16 by default; BF16 or F32 on request; F32, BF16
-// and Q8_0 model matrices are converted at load, the QKV and gate/up matrices of a layer are
-// concatenated so each is one GEMM), the KV arena (one cudaMalloc of num_blocks *
+// What lives on the device: the weights — quantized GGUF matrices (Q4_0 ... Q8_0, Q2_K ... Q6_K,
+// IQ4_NL, IQ4_XS) exactly as the file stores them, float ones in the activation type (F16 by
+// default; BF16 or F32 on request; others converted at load); the QKV and gate/up matrices of a
+// layer are stacked so each is one product where their types agree — the KV arena (one cudaMalloc of num_blocks *
 // KvSpec::block_bytes() made by InitKvCache, laid out exactly as kv_spec.h says, so
 // ReadBlock/WriteBlock move the same bytes as the CPU backend), and scratch sized once from
 // BackendLimits. Forward allocates nothing.
 //
 // A step: the flat batch is validated and packed on the host into one pinned staging buffer,
 // copied with ONE cudaMemcpyAsync, then per layer: RMSNorm -> QKV GEMM (cuBLAS, F16 x F16 ->
-// F32 with FP32 accumulation on tensor cores) -> RoPE (q pre-scaled by 1/sqrt(head_dim)) ->
+// F32 with FP32 accumulation on tensor cores; a quantized matrix goes through a matrix-vector
+// kernel that decodes its blocks in registers below quant_gemm_min_tokens tokens, and is
+// decoded into F16 scratch for the cuBLAS GEMM from there) -> RoPE (q pre-scaled by 1/sqrt(head_dim)) ->
 // fused append+quantize of K/V at the slot mapping -> paged attention (one CTA per
 // (work item, kv head) serving the n_rep query heads of that kv head; decode steps split long
 // contexts over several CTAs and combine them in a second pass) -> O GEMM accumulating into
@@ -37,6 +40,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -57,6 +61,10 @@ struct CudaBackendOptions {
   int max_model_len = 0;                          // longest sequence (0: the model's context)
   bool use_cuda_graphs = true;                    // replay decode steps from captured graphs
   int max_cuda_graphs = 64;                       // captured buckets kept (least recently used out)
+  // Quantized matrices: steps of at least this many tokens decode each matrix into scratch for
+  // the tensor-core GEMM; smaller ones read the blocks in the matrix-vector kernel (one pass
+  // over the weights per cuda::kMatVecTokens tokens).
+  int quant_gemm_min_tokens = 32;
 };
 
 // Counters for tests and benchmarks.
@@ -99,7 +107,7 @@ class CudaBackend final : public Backend {
   [[nodiscard]] CudaBackendStats stats() const;
   // "NVIDIA H200 (sm_90, 139.8 GiB)".
   [[nodiscard]] std::string device_description() const;
-  // Bytes of device memory the weights take.
+  // Bytes of device memory the weights take (quantized matrices at their file size).
   [[nodiscard]] size_t weight_bytes() const;
 
  private:
@@ -121,9 +129,12 @@ class CudaBackend final : public Backend {
 // Benchmarks: a backend of `config`'s shape whose weights are generated on the device
 // (normal(0, 0.02) from a counter-based RNG keyed by `seed`, norms 1.0) — a 7B model is built
 // in well under a second instead of minutes on the host. The values differ from the CPU
-// synthetic models of the same preset.
+// synthetic models of the same preset. With `quantized` (Q8_0, Q4_0, Q4_K or Q6_K: the types
+// kvserve encodes) every matrix is that type instead, quantized on the host once per shape and
+// shared by the layers (same work and bytes per step as a real file of that type).
 [[nodiscard]] StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithRandomWeights(
-    const ModelConfig& config, uint64_t seed, const CudaBackendOptions& options);
+    const ModelConfig& config, uint64_t seed, const CudaBackendOptions& options,
+    std::optional<GgmlType> quantized = std::nullopt);
 
 // KV capacity planning (`--gpu-memory-utilization`, `--kv-cache-memory`). Call after the
 // backend exists (weights and scratch are then already counted as used device memory).

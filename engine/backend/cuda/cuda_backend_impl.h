@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/graph_cache_policy.h"
 #include "engine/backend/cuda/cuda_kernels.h"
+#include "engine/model/ggml_types.h"
 #include "engine/model/model_config.h"
 
 namespace kvserve {
@@ -52,14 +54,34 @@ class DeviceRegion {
   size_t used_ = 0;
 };
 
+// A weight matrix on the device: `rows` rows of `cols` values of `type`, which is either the
+// activation type's float type (F16/BF16/F32: cuBLAS reads it) or a quantized GGUF type kept as
+// the file stores it (cuda::ReadsAsStored: the kernels of cuda_quant.cu decode it).
+struct DeviceMatrix {
+  const void* data = nullptr;
+  GgmlType type = GgmlType::kF16;
+  int rows = 0;
+  int cols = 0;
+  size_t row_bytes = 0;
+};
+// Matrices stacked by rows into one product (QKV, gate/up): the rows of the output are the
+// parts' rows in order. Consecutive parts of one type are merged into one matrix, so a model
+// of one type has one part per product; a mixed one (Q4_K_M's Q6_K wv) keeps its parts apart.
+using StackedMatrix = std::vector<DeviceMatrix>;
+inline int StackedRows(const StackedMatrix& m) {
+  int rows = 0;
+  for (const DeviceMatrix& p : m) rows += p.rows;
+  return rows;
+}
+
 struct CudaLayerWeights {
   const float* attn_norm = nullptr;  // [dim]
   const float* ffn_norm = nullptr;   // [dim]
-  void* wqkv = nullptr;              // [q_dim + 2 kv_dim][dim]: wq; wk; wv
+  StackedMatrix wqkv;                // [q_dim + 2 kv_dim][dim]: wq; wk; wv
   float* bqkv = nullptr;             // [q_dim + 2 kv_dim] or null
-  void* wo = nullptr;                // [dim][q_dim]
-  void* w_gate_up = nullptr;         // [2 ffn][dim]: w_gate; w_up
-  void* w_down = nullptr;            // [dim][ffn]
+  StackedMatrix wo;                  // [dim][q_dim]
+  StackedMatrix w_gate_up;           // [2 ffn][dim]: w_gate; w_up
+  StackedMatrix w_down;              // [dim][ffn]
 };
 
 // Sizes of one step as run on the device (decode steps padded to their graph bucket) and the
@@ -97,10 +119,12 @@ struct CudaBackend::Impl {
 
   // Weights: token_embd [vocab][dim], output [vocab][dim] (may alias token_embd), norms F32.
   DeviceRegion weight_region;
-  const void* token_embd = nullptr;
-  const void* output = nullptr;
+  DeviceMatrix token_embd;
+  StackedMatrix output;
   const float* output_norm = nullptr;
   std::vector<CudaLayerWeights> layers;
+  int64_t max_quant_values = 0;  // largest quantized part (rows * cols): the dequantize scratch
+  std::optional<GgmlType> random_matrix_type;  // RandomWeights: this GGUF type (else the act type)
 
   // RoPE: cos/sin [table_positions][rope_dim / 2][2] and inv_freq [rope_dim / 2] (double).
   DeviceRegion rope_region;
@@ -122,6 +146,8 @@ struct CudaBackend::Impl {
   float* logits = nullptr;           // [L][vocab]
   float* part_acc = nullptr;         // [part_rows][head_dim] split-K partials
   float* part_ml = nullptr;          // [part_rows][2]
+  void* dequant = nullptr;           // [dequant_values] (act): rows of a quantized part for the GEMM, or null
+  int64_t dequant_values = 0;
   int64_t part_rows = 0;
   int prefill_rows = 0;              // query rows per prefill CTA (q tile * n_rep)
 
@@ -168,8 +194,11 @@ struct CudaBackend::Impl {
   ~Impl();
   [[nodiscard]] Status Init(const Model* model, uint64_t random_seed);
   [[nodiscard]] Status AllocateScratch();
+  // cuda_weights.cpp
   [[nodiscard]] Status UploadWeights(const Model& model);
   [[nodiscard]] Status RandomWeights(uint64_t seed);
+  // The matrices' types on the device, e.g. "q4_k, q6_k as stored; f16".
+  [[nodiscard]] std::string DescribeWeights() const;
   [[nodiscard]] Status InitKvCache(const KvSpec& spec, int num_blocks);
   // INVALID_ARGUMENT ("<what>: bad block id or size") unless block `id` exists and `bytes` is
   // one block's size.
@@ -185,8 +214,13 @@ struct CudaBackend::Impl {
   void PackInputs(const ForwardBatch& b, const StepPlan& plan, uint8_t* dst) const;
   [[nodiscard]] Status EnqueueStep(const StepPlan& plan);
   [[nodiscard]] Status RunStep(const StepPlan& plan);  // graph replay or EnqueueStep
-  [[nodiscard]] Status Gemm(const void* w, int rows, int cols, const void* x, int num_tokens, float* y,
-                            float beta);
+  // y[T][rows of w] = x[T][cols] * w^T (+ y when accumulate); x in act. Float parts run on
+  // cuBLAS; quantized ones through the matrix-vector kernel below options.quant_gemm_min_tokens
+  // tokens, else decoded into `dequant` a tile of rows at a time for the cuBLAS GEMM.
+  [[nodiscard]] Status Gemm(const StackedMatrix& w, const void* x, int num_tokens, float* y, bool accumulate);
+  // cuBLAS: y[T][rows] (rows ldy apart) = x[T][cols] * w^T (+ y), w and x in act.
+  [[nodiscard]] Status FloatGemm(const void* w, int rows, int cols, const void* x, int num_tokens, float* y, int ldy,
+                                 bool accumulate);
   [[nodiscard]] Status Launch(const ForwardBatch& b, Profiler* profiler);
   [[nodiscard]] Status Wait(std::span<float> logits);
   // Records a timing event after an operation of `op` (profiled steps only).
@@ -201,6 +235,9 @@ struct CudaBackend::Impl {
 };
 
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+// Values of a quantized matrix decoded for one GEMM at most (32 MiB of F16): the scratch stays
+// small next to a large vocabulary's output matrix, and each GEMM still has thousands of rows.
+constexpr int64_t kDequantTileValues = 16 << 20;
 // Split-K partial rows per sequence slot and query head (bounds splits at large batches).
 constexpr int kMaxSplitsPerSeqHead = 8;
 // Shortest key range one decode split takes.

@@ -89,13 +89,15 @@ Status ValidateShape(const ModelConfig& c, const CudaBackendOptions& o) {
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CreateBackend(const ModelConfig& config, const Model* model, uint64_t seed,
-                                                     const CudaBackendOptions& options) {
+                                                     const CudaBackendOptions& options,
+                                                     std::optional<GgmlType> quantized = std::nullopt) {
   const std::string reason = CudaUnavailableReason();
   if (!reason.empty()) return UnavailableError(reason);
   RETURN_IF_ERROR(ValidateShape(config, options));
   auto impl = std::make_unique<CudaBackend::Impl>();
   impl->config = config;
   impl->options = options;
+  impl->random_matrix_type = quantized;
   RETURN_IF_ERROR(impl->Init(model, seed));
   return std::make_unique<CudaBackend>(std::move(impl));
 }
@@ -110,8 +112,14 @@ StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model, const C
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithRandomWeights(const ModelConfig& config, uint64_t seed,
-                                                                          const CudaBackendOptions& options) {
-  return CreateBackend(config, nullptr, seed, options);
+                                                                          const CudaBackendOptions& options,
+                                                                          std::optional<GgmlType> quantized) {
+  if (quantized && !(*quantized == GgmlType::kQ8_0 || *quantized == GgmlType::kQ4_0 ||
+                     *quantized == GgmlType::kQ4_K || *quantized == GgmlType::kQ6_K)) {
+    return InvalidArgumentError(fmt::format("random {} weights: kvserve encodes q8_0, q4_0, q4_k and q6_k",
+                                            GgmlTypeName(*quantized)));
+  }
+  return CreateBackend(config, nullptr, seed, options, quantized);
 }
 
 StatusOr<int> PlanCudaKvBlocks(size_t block_bytes, const CudaKvBudget& budget, int device) {

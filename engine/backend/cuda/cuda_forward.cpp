@@ -172,16 +172,54 @@ void CudaBackend::Impl::PackInputs(const ForwardBatch& b, const StepPlan& p, uin
   CHECK_EQ(w, p.num_work);
 }
 
-Status CudaBackend::Impl::Gemm(const void* w, int rows, int cols, const void* xin, int num_tokens, float* y,
-                               float beta) {
+Status CudaBackend::Impl::FloatGemm(const void* w, int rows, int cols, const void* xin, int num_tokens, float* y,
+                                    int ldy, bool accumulate) {
   // Row-major y[T][rows] = x[T][cols] * W^T is column-major y^T = W^T(op T of [cols][rows]) * x^T.
-  const float alpha = 1.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const cudaDataType_t ab = act == cuda::ActType::kF16    ? CUDA_R_16F
                             : act == cuda::ActType::kBF16 ? CUDA_R_16BF
                                                           : CUDA_R_32F;
   CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, num_tokens, cols, &alpha, w, ab, cols,
-                                      xin, ab, cols, &beta, y, CUDA_R_32F, rows, CUBLAS_COMPUTE_32F,
+                                      xin, ab, cols, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
+  return OkStatus();
+}
+
+Status CudaBackend::Impl::Gemm(const StackedMatrix& w, const void* xin, int num_tokens, float* y, bool accumulate) {
+  // Each part writes its rows of y (rows of y are all the parts' rows apart).
+  const int ldy = StackedRows(w);
+  int row0 = 0;
+  for (const DeviceMatrix& m : w) {
+    float* out = y + row0;
+    row0 += m.rows;
+    if (cuda::ReadsAsStored(m.type)) {
+      if (num_tokens < options.quant_gemm_min_tokens || dequant == nullptr) {
+        cuda::QuantMatVecArgs mv;
+        mv.type = m.type;
+        mv.w = m.data;
+        mv.rows = m.rows;
+        mv.cols = m.cols;
+        mv.x = xin;
+        mv.x_type = act;
+        mv.ldx = m.cols;
+        mv.num_tokens = num_tokens;
+        mv.y = out;
+        mv.ldy = ldy;
+        mv.accumulate = accumulate;
+        CUDA_RETURN_IF_ERROR(cuda::LaunchQuantMatVec(mv, stream));
+        continue;
+      }
+      const int tile = static_cast<int>(std::clamp<int64_t>(dequant_values / m.cols, 1, m.rows));
+      for (int r0 = 0; r0 < m.rows; r0 += tile) {
+        const int n = std::min(tile, m.rows - r0);
+        CUDA_RETURN_IF_ERROR(cuda::LaunchDequantize(m.type, static_cast<const uint8_t*>(m.data) + r0 * m.row_bytes, n,
+                                                    m.cols, dequant, act, stream));
+        RETURN_IF_ERROR(FloatGemm(dequant, n, m.cols, xin, num_tokens, out + r0, ldy, accumulate));
+      }
+      continue;
+    }
+    RETURN_IF_ERROR(FloatGemm(m.data, m.rows, m.cols, xin, num_tokens, out, ldy, accumulate));
+  }
   return OkStatus();
 }
 
@@ -233,13 +271,17 @@ Status CudaBackend::Impl::EnqueueStep(const StepPlan& p) {
 
   using Op = ProfileOp;
   RETURN_IF_ERROR(Mark(Op::kCount));  // start of the timeline
-  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedding(token_embd, act, tokens, T, c.dim, x, stream));
+  if (cuda::ReadsAsStored(token_embd.type)) {
+    CUDA_RETURN_IF_ERROR(cuda::LaunchQuantEmbedding(token_embd.type, token_embd.data, tokens, T, c.dim, x, stream));
+  } else {
+    CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedding(token_embd.data, act, tokens, T, c.dim, x, stream));
+  }
   RETURN_IF_ERROR(Mark(Op::kEmbed));
   for (int l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& L = layers[l];
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, nullptr, T, c.dim, L.attn_norm, c.rms_norm_eps, xn, act, stream));
     RETURN_IF_ERROR(Mark(Op::kNorm));
-    RETURN_IF_ERROR(Gemm(L.wqkv, qkv_dim(), c.dim, xn, T, qkv, 0.0f));
+    RETURN_IF_ERROR(Gemm(L.wqkv, xn, T, qkv, false));
     if (L.bqkv != nullptr) CUDA_RETURN_IF_ERROR(cuda::LaunchAddBias(qkv, qkv_dim(), T, qkv_dim(), L.bqkv, stream));
     RETURN_IF_ERROR(Mark(Op::kQkv));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRope(rope, stream));
@@ -254,21 +296,21 @@ Status CudaBackend::Impl::EnqueueStep(const StepPlan& p) {
                                                         attn, act, stream));
     }
     RETURN_IF_ERROR(Mark(Op::kAttention));
-    RETURN_IF_ERROR(Gemm(L.wo, c.dim, q_dim(), attn, T, x, 1.0f));  // x += attn * Wo^T
+    RETURN_IF_ERROR(Gemm(L.wo, attn, T, x, true));  // x += attn * Wo^T
     RETURN_IF_ERROR(Mark(Op::kAttnOut));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, nullptr, T, c.dim, L.ffn_norm, c.rms_norm_eps, xn, act, stream));
     RETURN_IF_ERROR(Mark(Op::kNorm));
-    RETURN_IF_ERROR(Gemm(L.w_gate_up, 2 * c.ffn_dim, c.dim, xn, T, gate_up, 0.0f));
+    RETURN_IF_ERROR(Gemm(L.w_gate_up, xn, T, gate_up, false));
     RETURN_IF_ERROR(Mark(Op::kGateUp));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSwiGlu(gate_up, T, c.ffn_dim, ffn_h, act, stream));
     RETURN_IF_ERROR(Mark(Op::kSwiGlu));
-    RETURN_IF_ERROR(Gemm(L.w_down, c.dim, c.ffn_dim, ffn_h, T, x, 1.0f));  // x += h * Wdown^T
+    RETURN_IF_ERROR(Gemm(L.w_down, ffn_h, T, x, true));  // x += h * Wdown^T
     RETURN_IF_ERROR(Mark(Op::kDown));
   }
   if (p.num_logits > 0) {
     CUDA_RETURN_IF_ERROR(
         cuda::LaunchRmsNorm(x, logits_rows, p.num_logits, c.dim, output_norm, c.rms_norm_eps, xl, act, stream));
-    RETURN_IF_ERROR(Gemm(output, c.vocab_size, c.dim, xl, p.num_logits, logits, 0.0f));
+    RETURN_IF_ERROR(Gemm(output, xl, p.num_logits, logits, false));
     RETURN_IF_ERROR(Mark(Op::kLogits));
   }
   return OkStatus();

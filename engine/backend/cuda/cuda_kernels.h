@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/model/ggml_types.h"
+
 namespace kvserve::cuda {
 
 // Element type of activations fed to GEMMs and of weights on the device.
@@ -158,6 +160,45 @@ cudaError_t LaunchAttention(const AttnArgs& args, cudaStream_t stream);
 // out[t][h] = combination of the num_splits partials of every token t < num_tokens.
 cudaError_t LaunchAttentionCombine(const float* part_acc, const float* part_ml, int num_tokens, int num_heads,
                                    int head_dim, int num_splits, void* out, ActType out_type, cudaStream_t stream);
+
+// ---- GGUF weights read as stored (cuda_quant.cu) ---------------------------------------------
+// A quantized matrix is `rows` rows of `cols` values of a GGUF type (its blocks back to back,
+// GgmlRowBytes(type, cols) per row), decoded by ggml_dequant.h. cols must be a multiple of the
+// type's block size (INVALID_VALUE otherwise, as for a type ReadsAsStored rejects).
+
+// True for the quantized types the kernels below read: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
+bool ReadsAsStored(GgmlType type);
+
+// Tokens one pass of the matrix-vector kernel serves: each pass reads the weights once.
+constexpr int kMatVecTokens = 8;
+
+// y[t][r] = dot(W[r], x[t]) (+ y[t][r] when accumulate) for t < num_tokens, r < rows, in F32
+// with the values decoded in registers; passes of kMatVecTokens tokens. x: [num_tokens][ldx] of
+// x_type; y: [num_tokens][ldy] f32.
+struct QuantMatVecArgs {
+  GgmlType type = GgmlType::kQ8_0;
+  const void* w = nullptr;
+  int rows = 0;
+  int cols = 0;
+  const void* x = nullptr;
+  ActType x_type = ActType::kF16;
+  int64_t ldx = 0;
+  int num_tokens = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  bool accumulate = false;
+};
+cudaError_t LaunchQuantMatVec(const QuantMatVecArgs& args, cudaStream_t stream);
+
+// out[r][c] = W[r][c] rounded to out_type ([rows][cols], dense): the batched products decode a
+// matrix into scratch and run the tensor-core GEMM on it.
+cudaError_t LaunchDequantize(GgmlType type, const void* w, int rows, int cols, void* out, ActType out_type,
+                             cudaStream_t stream);
+
+// x[t][0..dim) = row tokens[t] of `table` (a quantized [vocab][dim] matrix), decoded to f32.
+cudaError_t LaunchQuantEmbedding(GgmlType type, const void* table, const int32_t* tokens, int num_tokens, int dim,
+                                 float* x, cudaStream_t stream);
 
 // ---- Host helpers ---------------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model&, const CudaBac
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithRandomWeights(const ModelConfig&, uint64_t,
-                                                                          const CudaBackendOptions&) {
+                                                                          const CudaBackendOptions&,
+                                                                          std::optional<GgmlType>) {
   return UnavailableError(kNoCuda);
 }
 
