@@ -23,20 +23,16 @@
 // check.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <cstdio>
+#include <string>
 
+#include "tests/golden/refmodels_util.h"
 #include "tests/test_paths.h"
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
 namespace {
 
-constexpr char kRefs[] = "refmodels/llamacpp-refs.jsonl";
 struct Thresholds {
   double top1;
   double mean_abs_logprob;
@@ -55,86 +51,29 @@ Thresholds For(const std::string& file, ComputeDtype compute) {
   return quantized ? Thresholds{0.90, 0.15} : Thresholds{0.97, 0.03};
 }
 
-// log-softmax of `logits`.
-std::vector<double> LogSoftmax(const std::vector<float>& logits) {
-  const double max = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(x - max);
-  std::vector<double> out(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - max - std::log(sum);
-  return out;
-}
-
-struct Agreement {
-  int steps = 0;
-  int top1 = 0;
-  double abs_logprob_sum = 0;
-  int compared = 0;
-  double max_abs_logprob = 0;
-};
-
-// Prompt in one batch, then each reference token forced in turn; compares every step.
-void TeacherForce(const Model& model, const nlohmann::json& ref, ComputeDtype compute, Agreement* a) {
-  const ModelConfig& c = model.config();
-  testing::KvHarness h(model, testing::SpecFor(model, KvDtype::kF32, 16), {.num_blocks = 64}, compute);
-
-  const auto tokens = ref["tokens"].get<std::vector<int32_t>>();
-  // [first, last]: the 256 byte tokens of the SentencePiece vocabulary.
-  const auto banned = ref["banned_token_ids"].get<std::array<int32_t, 2>>();
-  std::vector<int32_t> all = ref["prompt_tokens"].get<std::vector<int32_t>>();
-  std::vector<bool> excluded(c.vocab_size);
-  for (int t = 0; t < c.vocab_size; ++t) {
-    excluded[t] = (t >= banned[0] && t <= banned[1]) || model.tokenizer().IsEndOfGeneration(t);
-  }
-  int computed = 0;
-  for (size_t step = 0; step < tokens.size(); ++step) {
-    const std::vector<float> logits = h.Run(1, std::span(all).subspan(computed), computed);
-    computed = static_cast<int>(all.size());
-
-    const std::vector<double> lp = LogSoftmax(logits);
-    int best = -1;
-    for (int t = 0; t < c.vocab_size; ++t) {
-      if (!excluded[t] && (best < 0 || lp[t] > lp[best])) best = t;
-    }
-    ++a->steps;
-    a->top1 += best == tokens[step];
-    for (const auto& pair : ref["top_logprobs"][step]) {
-      const double d = std::abs(lp[pair[0].get<int>()] - pair[1].get<double>());
-      a->abs_logprob_sum += d;
-      a->max_abs_logprob = std::max(a->max_abs_logprob, d);
-      ++a->compared;
-    }
-    all.push_back(tokens[step]);
-  }
-}
-
 class RefModelsTest : public ::testing::TestWithParam<ComputeDtype> {};
 
 TEST_P(RefModelsTest, EveryReferenceModelMatchesLlamaCpp) {
-  REQUIRE_SHARED_FILE(kRefs);
-  std::map<std::string, std::vector<nlohmann::json>> by_model;
-  std::ifstream in(testing::SharedPath(kRefs));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      nlohmann::json j = nlohmann::json::parse(line);
-      by_model[j["model"].get<std::string>()].push_back(std::move(j));
-    }
-  }
+  REQUIRE_SHARED_FILE(testing::kRefModelsJsonl);
+  const auto by_model = testing::LoadRefsByModel();
   ASSERT_FALSE(by_model.empty());
   for (const auto& [file, refs] : by_model) {
     SCOPED_TRACE(file);
     StatusOr<std::unique_ptr<Model>> model = Model::Load(testing::SharedPath("refmodels/" + file));
     ASSERT_TRUE(model.ok()) << model.status().ToString();
-    Agreement a;
-    for (const nlohmann::json& ref : refs) TeacherForce(**model, ref, GetParam(), &a);
+    testing::Agreement a;
+    for (const nlohmann::json& ref : refs) {
+      testing::KvHarness h(**model, testing::SpecFor(**model, KvDtype::kF32, 16), {.num_blocks = 64}, GetParam());
+      testing::TeacherForce(**model, ref, [&](std::span<const int32_t> t, int start) { return h.Run(1, t, start); },
+                            &a);
+    }
     ASSERT_GT(a.steps, 0);
-    const double top1 = static_cast<double>(a.top1) / a.steps;
-    const double mean = a.abs_logprob_sum / a.compared;
     std::printf("%-28s %s compute: top-1 %5.1f %% of %d steps, |d logprob| mean %.4f max %.4f\n", file.c_str(),
-                ComputeDtypeName(GetParam()).data(), 100 * top1, a.steps, mean, a.max_abs_logprob);
+                ComputeDtypeName(GetParam()).data(), 100 * a.top1_share(), a.steps, a.mean_abs_logprob(),
+                a.max_abs_logprob);
     const Thresholds want = For(file, GetParam());
-    EXPECT_GE(top1, want.top1);
-    EXPECT_LE(mean, want.mean_abs_logprob);
+    EXPECT_GE(a.top1_share(), want.top1);
+    EXPECT_LE(a.mean_abs_logprob(), want.mean_abs_logprob);
   }
 }
 

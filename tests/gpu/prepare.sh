@@ -11,8 +11,8 @@
 #
 # The folder is a sysroot-like tree: DIR/usr/{include,lib/x86_64-linux-gnu,...}. Symlinks are
 # resolved into plain files (the working-tree copy need not keep links). The reference
-# material the golden GPU tests read (../shared/models/stories260K.gguf and ../shared/golden,
-# which do not travel) is copied to DIR/shared.
+# material the golden and refmodel GPU tests read (../shared/models/stories260K.gguf,
+# ../shared/golden and ../shared/refmodels, which do not travel) is copied to DIR/shared.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${1:-$ROOT/tests/gpu/prefix}
@@ -38,10 +38,15 @@ while IFS= read -r f; do
   cp -L "$work/root/$f" "$OUT/$f"
 done <"$work/files"
 SHARED=${KVSERVE_SHARED_DIR:-$ROOT/../shared}
-if [ -f "$SHARED/models/stories260K.gguf" ] && [ -d "$SHARED/golden" ]; then
-  mkdir -p "$OUT/shared/models"
+# Of the reference models, the llama files the CUDA refmodel test reads (tests/gpu/
+# cuda_refmodels_test.cpp, kCudaRefModels): all of them would pass the device tool's 64 MiB.
+REFMODELS="llamacpp-refs.jsonl llama-f16.gguf llama-q8_0.gguf llama-q4_0.gguf llama-q4_k_m.gguf llama-q5_k_m.gguf
+  llama-q6_k.gguf"
+if [ -f "$SHARED/models/stories260K.gguf" ] && [ -d "$SHARED/golden" ] && [ -d "$SHARED/refmodels" ]; then
+  mkdir -p "$OUT/shared/models" "$OUT/shared/refmodels"
   cp "$SHARED/models/stories260K.gguf" "$OUT/shared/models/"
   cp -r "$SHARED/golden" "$OUT/shared/"
+  for f in $REFMODELS; do cp "$SHARED/refmodels/$f" "$OUT/shared/refmodels/"; done
 else
   echo "prepare.sh: no reference material in $SHARED (the GPU run will fail its golden tests)" >&2
 fi

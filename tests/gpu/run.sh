@@ -51,7 +51,7 @@ fi
 [ -d "$PREFIX/usr/include" ] || fail "no $PREFIX: run tests/gpu/prepare.sh on the development machine and carry it"
 SHARED=$PREFIX/shared
 [ -f "$ROOT/../shared/models/stories260K.gguf" ] && SHARED=$ROOT/../shared
-for f in models/stories260K.gguf golden/stories260K-greedy.jsonl; do
+for f in models/stories260K.gguf golden/stories260K-greedy.jsonl refmodels/llamacpp-refs.jsonl refmodels/llama-q4_k_m.gguf; do
   [ -f "$SHARED/$f" ] || fail "reference file $SHARED/$f is missing (prepare.sh copies it)"
 done
 mkdir -p "$RESULTS_DIR"
