@@ -1,17 +1,20 @@
-// bench_gpu: the CUDA backend on in-memory synthetic models (weights generated on the device,
-// so the 7B shape is ready in a second): device copy bandwidth, prefill tokens/s and decode
-// tokens/s at several batch sizes with F16 vs INT8 KV, and batch-1 decode as a fraction of
-// the HBM roofline (bytes a step must read / measured bandwidth). Drives the backend directly
+// bench_gpu: the CUDA backend on in-memory synthetic models (F16 weights generated on the
+// device, so the 7B shape is ready in a second; quantized ones made on the host once per
+// matrix shape and shared by the layers): device copy bandwidth, prefill tokens/s and decode
+// tokens/s at several batch sizes with F16 vs INT8 KV and F16 vs quantized weights, and
+// batch-1 decode as a fraction of the HBM roofline (bytes a step must read / measured
+// bandwidth). Drives the backend directly
 // with flat batches (no scheduler), so the figures are the backend's. Prints a Markdown table
 // and optionally writes it to --out. Run by tests/gpu/run.sh.
 //
-//   bench_gpu [--models 1b,7b-shape] [--batches 1,16,64,128] [--kv f16,int8] [--prompt 128]
-//             [--decode 64] [--bandwidth-mib 1024] [--out FILE]
+//   bench_gpu [--models 1b,7b-shape] [--weights f16,q4_k] [--batches 1,16,64,128] [--kv f16,int8]
+//             [--prompt 128] [--decode 64] [--bandwidth-mib 1024] [--out FILE]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <ctime>
 #include <random>
 #include <sstream>
@@ -22,6 +25,7 @@
 
 #include "cache/kv_spec.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/model/ggml_types.h"
 #include "engine/model/model_config.h"
 #include "engine/model/synthetic.h"
 #include "bench/bench_report.h"
@@ -33,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::vector<std::string> models = {"1b", "7b-shape"};
+  std::vector<std::string> weights = {"f16", "q4_k"};  // f16, or a type kvserve encodes
   std::vector<int> batches = {1, 16, 64, 128};
   std::vector<std::string> kv = {"f16", "int8"};
   int prompt = 128;
@@ -57,6 +62,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     const std::string v = argv[++i];
     if (k == "--models") {
       a->models = Split(v);
+    } else if (k == "--weights") {
+      a->weights = Split(v);
     } else if (k == "--batches") {
       a->batches.clear();
       for (const std::string& b : Split(v)) a->batches.push_back(std::atoi(b.c_str()));
@@ -140,7 +147,7 @@ struct BatchBuilder {
 };
 
 struct Row {
-  std::string model, kv;
+  std::string model, weights, kv;
   int batch = 0;
   double prefill_tps = 0, decode_tps = 0, step_ms = 0, roofline = 0;
 };
@@ -163,121 +170,128 @@ int Run(const Args& args) {
   const int seq_tokens = args.prompt + args.decode;
 
   for (const std::string& name : args.models) {
-    const auto preset = FindSyntheticPreset(name);
-    if (!preset) {
-      std::fprintf(stderr, "unknown preset %s\n", name.c_str());
-      return 1;
-    }
-    const ModelConfig config = ConfigOf(*preset);
-    CudaBackendOptions o;
-    o.limits.max_num_tokens = 2048;
-    o.limits.max_num_seqs = std::max(max_batch, 16);
-    o.limits.max_logits = std::max(max_batch, 16);
-    o.max_model_len = seq_tokens + 16;
-    const auto t0 = Clock::now();
-    auto created = CreateCudaBackendWithRandomWeights(config, 1234, o);
-    if (!created.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(), created.status().ToString().c_str());
-      return 1;
-    }
-    CudaBackend& backend = **created;
-    device = backend.device_description();
-    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    notes.push_back(fmt::format("{}: {} layers, dim {}, {} heads / {} kv heads, ffn {}; weights {:.2f} GB (f16) built on "
-                                "the device in {:.2f} s",
-                                name, config.num_layers, config.dim, config.num_heads, config.num_kv_heads,
-                                config.ffn_dim, backend.weight_bytes() / 1e9, build_s));
-    // Bytes a batch-1 decode step must read: every matrix but the embedding table (one row).
-    const double embd_bytes = 2.0 * config.vocab_size * config.dim;
-    const double step_weight_bytes = static_cast<double>(backend.weight_bytes()) - embd_bytes;
-
-    for (const std::string& kv_name : args.kv) {
-      KvSpecConfig kc;
-      kc.num_layers = config.num_layers;
-      kc.num_kv_heads = config.num_kv_heads;
-      kc.head_dim = config.head_dim;
-      kc.block_size = 16;
-      kc.dtype = *ParseKvDtype(kv_name);
-      auto spec = KvSpec::Create(kc);
-      if (!spec.ok()) return 1;
-      BatchBuilder bb;
-      bb.blocks_per_seq = (seq_tokens + 15) / 16;
-      const int num_blocks = max_batch * bb.blocks_per_seq + 1;
-      Status st = backend.InitKvCache(*spec, num_blocks);
-      if (!st.ok()) {
-        std::fprintf(stderr, "kv cache: %s\n", st.ToString().c_str());
+    for (const std::string& weights : args.weights) {
+      const auto preset = FindSyntheticPreset(name);
+      const std::optional<GgmlType> wtype = ParseGgmlType(weights);
+      if (!preset || !wtype) {
+        std::fprintf(stderr, "unknown preset %s or weight type %s\n", name.c_str(), weights.c_str());
         return 1;
       }
-      std::mt19937 rng(7);
-      std::vector<float> logits(static_cast<size_t>(o.limits.max_logits) * config.vocab_size);
-      auto forward = [&]() -> bool {
-        const Status s = backend.Forward(bb.View(), logits);
-        if (!s.ok()) std::fprintf(stderr, "forward: %s\n", s.ToString().c_str());
-        return s.ok();
-      };
-      for (int B : args.batches) {
-        // Prefill: whole prompts, as many per step as fit 2048 tokens. Once untimed (warm-up:
-        // cuBLAS heuristics, lazy module loading), then timed over the same slots.
-        const int per_step = std::max(1, o.limits.max_num_tokens / args.prompt);
-        double prefill_s = 0;
-        for (int pass = 0; pass < 2; ++pass) {
-          const auto p0 = Clock::now();
-          for (int first = 0; first < B; first += per_step) {
+      const ModelConfig config = ConfigOf(*preset);
+      CudaBackendOptions o;
+      o.limits.max_num_tokens = 2048;
+      o.limits.max_num_seqs = std::max(max_batch, 16);
+      o.limits.max_logits = std::max(max_batch, 16);
+      o.max_model_len = seq_tokens + 16;
+      const auto t0 = Clock::now();
+      const std::optional<GgmlType> quantized = *wtype == GgmlType::kF16 ? std::nullopt : wtype;
+      auto created = CreateCudaBackendWithRandomWeights(config, 1234, o, quantized);
+      if (!created.ok()) {
+        std::fprintf(stderr, "%s %s: %s\n", name.c_str(), weights.c_str(), created.status().ToString().c_str());
+        return 1;
+      }
+      CudaBackend& backend = **created;
+      device = backend.device_description();
+      const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      notes.push_back(fmt::format("{}: {} layers, dim {}, {} heads / {} kv heads, ffn {}; weights {:.2f} GB ({}) "
+                                  "built in {:.2f} s",
+                                  name, config.num_layers, config.dim, config.num_heads, config.num_kv_heads,
+                                  config.ffn_dim, backend.weight_bytes() / 1e9, weights, build_s));
+      // Bytes a batch-1 decode step must read: every matrix but the embedding table (one row).
+      const double embd_bytes =
+          static_cast<double>(config.vocab_size) * GgmlRowBytes(*wtype, static_cast<uint64_t>(config.dim)).value();
+      const double step_weight_bytes = static_cast<double>(backend.weight_bytes()) - embd_bytes;
+
+      for (const std::string& kv_name : args.kv) {
+        KvSpecConfig kc;
+        kc.num_layers = config.num_layers;
+        kc.num_kv_heads = config.num_kv_heads;
+        kc.head_dim = config.head_dim;
+        kc.block_size = 16;
+        kc.dtype = *ParseKvDtype(kv_name);
+        auto spec = KvSpec::Create(kc);
+        if (!spec.ok()) return 1;
+        BatchBuilder bb;
+        bb.blocks_per_seq = (seq_tokens + 15) / 16;
+        const int num_blocks = max_batch * bb.blocks_per_seq + 1;
+        Status st = backend.InitKvCache(*spec, num_blocks);
+        if (!st.ok()) {
+          std::fprintf(stderr, "kv cache: %s\n", st.ToString().c_str());
+          return 1;
+        }
+        std::mt19937 rng(7);
+        std::vector<float> logits(static_cast<size_t>(o.limits.max_logits) * config.vocab_size);
+        auto forward = [&]() -> bool {
+          const Status s = backend.Forward(bb.View(), logits);
+          if (!s.ok()) std::fprintf(stderr, "forward: %s\n", s.ToString().c_str());
+          return s.ok();
+        };
+        for (int B : args.batches) {
+          // Prefill: whole prompts, as many per step as fit 2048 tokens. Once untimed (warm-up:
+          // cuBLAS heuristics, lazy module loading), then timed over the same slots.
+          const int per_step = std::max(1, o.limits.max_num_tokens / args.prompt);
+          double prefill_s = 0;
+          for (int pass = 0; pass < 2; ++pass) {
+            const auto p0 = Clock::now();
+            for (int first = 0; first < B; first += per_step) {
+              bb.Clear();
+              bb.seq_ids.clear();
+              bb.max_blocks = 0;
+              for (int s = first; s < std::min(B, first + per_step); ++s) {
+                bb.seq_ids.push_back(s);
+                bb.Add(s, 0, args.prompt, rng, config.vocab_size);
+              }
+              if (!forward()) return 1;
+            }
+            prefill_s = std::chrono::duration<double>(Clock::now() - p0).count();
+          }
+          // Decode: every sequence one token per step; the first steps warm the CUDA graph of
+          // the bucket (eager, capture) and are not timed.
+          constexpr int kWarmup = 4;
+          Clock::time_point d0;
+          for (int step = 0; step < args.decode; ++step) {
+            if (step == kWarmup) d0 = Clock::now();
             bb.Clear();
             bb.seq_ids.clear();
             bb.max_blocks = 0;
-            for (int s = first; s < std::min(B, first + per_step); ++s) {
+            for (int s = 0; s < B; ++s) {
               bb.seq_ids.push_back(s);
-              bb.Add(s, 0, args.prompt, rng, config.vocab_size);
+              bb.Add(s, args.prompt + step, 1, rng, config.vocab_size);
             }
             if (!forward()) return 1;
           }
-          prefill_s = std::chrono::duration<double>(Clock::now() - p0).count();
-        }
-        // Decode: every sequence one token per step; the first steps warm the CUDA graph of
-        // the bucket (eager, capture) and are not timed.
-        constexpr int kWarmup = 4;
-        Clock::time_point d0;
-        for (int step = 0; step < args.decode; ++step) {
-          if (step == kWarmup) d0 = Clock::now();
-          bb.Clear();
-          bb.seq_ids.clear();
-          bb.max_blocks = 0;
-          for (int s = 0; s < B; ++s) {
-            bb.seq_ids.push_back(s);
-            bb.Add(s, args.prompt + step, 1, rng, config.vocab_size);
+          const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+          for (int i = 0; i < B * config.vocab_size; i += 997) {
+            if (!std::isfinite(logits[i])) {
+              std::fprintf(stderr, "non-finite logits (%s %s batch %d)\n", name.c_str(), kv_name.c_str(), B);
+              return 1;
+            }
           }
-          if (!forward()) return 1;
-        }
-        const double decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
-        for (int i = 0; i < B * config.vocab_size; i += 997) {
-          if (!std::isfinite(logits[i])) {
-            std::fprintf(stderr, "non-finite logits (%s %s batch %d)\n", name.c_str(), kv_name.c_str(), B);
-            return 1;
+          Row r;
+          r.model = name;
+          r.weights = weights;
+          r.kv = kv_name;
+          r.batch = B;
+          r.prefill_tps = B * args.prompt / prefill_s;
+          const int timed = args.decode - kWarmup;
+          r.step_ms = decode_s / timed * 1e3;
+          r.decode_tps = B * timed / decode_s;
+          if (B == 1) {
+            const double ctx = args.prompt + kWarmup + timed / 2.0;
+            const double bytes = step_weight_bytes + spec->bytes_per_token() * ctx;
+            r.roofline = bytes / bandwidth / (decode_s / timed);
           }
+          rows.push_back(r);
+          std::fprintf(stderr, "%-9s %-5s %-5s batch %4d: prefill %9.0f tok/s, decode %8.0f tok/s (%.2f ms/step)\n",
+                       name.c_str(), weights.c_str(), kv_name.c_str(), B, r.prefill_tps, r.decode_tps, r.step_ms);
         }
-        Row r;
-        r.model = name;
-        r.kv = kv_name;
-        r.batch = B;
-        r.prefill_tps = B * args.prompt / prefill_s;
-        const int timed = args.decode - kWarmup;
-        r.step_ms = decode_s / timed * 1e3;
-        r.decode_tps = B * timed / decode_s;
-        if (B == 1) {
-          const double ctx = args.prompt + kWarmup + timed / 2.0;
-          const double bytes = step_weight_bytes + spec->bytes_per_token() * ctx;
-          r.roofline = bytes / bandwidth / (decode_s / timed);
-        }
-        rows.push_back(r);
-        std::fprintf(stderr, "%-9s %-5s batch %4d: prefill %9.0f tok/s, decode %8.0f tok/s (%.2f ms/step)\n",
-                     name.c_str(), kv_name.c_str(), B, r.prefill_tps, r.decode_tps, r.step_ms);
       }
+      const CudaBackendStats st = backend.stats();
+      notes.push_back(fmt::format("{} {}: {} steps, {} decode, {} CUDA graphs captured, {} replays, {} capture "
+                                  "failures",
+                                  name, weights, st.steps, st.decode_steps, st.graphs_captured, st.graph_replays,
+                                  st.graph_capture_failures));
     }
-    const CudaBackendStats st = backend.stats();
-    notes.push_back(fmt::format("{}: {} steps, {} decode, {} CUDA graphs captured, {} replays, {} capture failures",
-                                name, st.steps, st.decode_steps, st.graphs_captured, st.graph_replays,
-                                st.graph_capture_failures));
   }
 
   std::ostringstream md;
@@ -287,14 +301,16 @@ int Run(const Args& args) {
   md << "# CUDA backend benchmark (" << date << ")\n\n";
   md << "Device: " << device << ". Measured copy bandwidth (read + write): " << fmt::format("{:.2f}", bandwidth / 1e12)
      << " TB/s (H200 nominal 4.8 TB/s).\n\n";
-  md << fmt::format("Synthetic models, F16 weights generated on the device, block 16. Prefill: {}-token prompts, up to "
+  md << fmt::format("Synthetic models (F16 weights generated on the device; quantized ones encoded on the host by "
+                    "kvserve's encoder and read as stored), block 16. Prefill: {}-token prompts, up to "
                     "2048 tokens per step. Decode: {} steps per batch (first 4 untimed: graph warm-up), logits of every "
                     "sequence copied to the host each step (the Backend::Forward contract).\n\n",
                     args.prompt, args.decode);
-  md << "| model | KV | batch | prefill tok/s | decode tok/s | ms / decode step | batch-1 roofline |\n";
-  md << "|---|---|---:|---:|---:|---:|---:|\n";
+  md << "| model | weights | KV | batch | prefill tok/s | decode tok/s | ms / decode step | batch-1 roofline |\n";
+  md << "|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const Row& r : rows) {
-    md << fmt::format("| {} | {} | {} | {:.0f} | {:.0f} | {:.2f} | {} |\n", r.model, r.kv, r.batch, r.prefill_tps,
+    md << fmt::format("| {} | {} | {} | {} | {:.0f} | {:.0f} | {:.2f} | {} |\n", r.model, r.weights, r.kv, r.batch,
+                      r.prefill_tps,
                       r.decode_tps, r.step_ms, r.batch == 1 ? fmt::format("{:.0f}%", 100 * r.roofline) : "");
   }
   md << "\nBatch-1 roofline = (bytes one decode step must read: all weights except the embedding table, plus the "
@@ -311,8 +327,8 @@ int main(int argc, char** argv) {
   kvserve::Args args;
   if (!kvserve::ParseArgs(argc, argv, &args)) {
     std::fprintf(stderr,
-                 "usage: bench_gpu [--models 1b,7b-shape] [--batches 1,16,64,128] [--kv f16,int8] [--prompt 128] "
-                 "[--decode 64] [--bandwidth-mib 1024] [--out FILE]\n");
+                 "usage: bench_gpu [--models 1b,7b-shape] [--weights f16,q4_k] [--batches 1,16,64,128] "
+                 "[--kv f16,int8] [--prompt 128] [--decode 64] [--bandwidth-mib 1024] [--out FILE]\n");
     return 1;
   }
   return kvserve::Run(args);

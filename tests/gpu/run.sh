@@ -10,7 +10,8 @@
 #      GPU's architecture and builds gpu_tests and bench_gpu;
 #   2. runs the `gpu` tests with KVSERVE_GPU_REQUIRED=1: no device, a broken driver or missing
 #      reference files fail instead of skipping, and any skipped test fails the run;
-#   3. runs bench_gpu (1B and 7B shapes, F16 vs INT8 KV, batch 1/16/64/128, prefill);
+#   3. runs bench_gpu (1B and 7B shapes, F16 vs Q4_K weights, F16 vs INT8 KV, batch 1/16/64/128,
+#      prefill);
 #   4. writes the report to $OUT (the device tool's output folder) or bench/results/gpu/.
 # Budget: 8 minutes from the end of step 0. Exit status 0 only when everything above passed.
 #
