@@ -5,10 +5,12 @@
 //   embedding             bit for bit;
 //   matrix-vector         against a double-precision dot product of the decoded weights and the
 //                         activations as the device holds them (rounded to the activation type).
-//                         The kernel sums in F32: per lane a chain of cols / 32 FMAs (cols / 256
-//                         groups of 8), then 5 shuffle additions (and the accumulation), so its
-//                         error is at most about (cols / 32 + 7) * 2^-24 * sum |w x|; the bound
-//                         used is 1e-5 * sum |w x| (cols = 1024: 4x that).
+//                         The kernel sums in F32, per group of eight scale * sum(q x) + offset *
+//                         sum(x) (8 + 8 roundings), per lane cols / 256 groups, then 5 shuffle
+//                         additions and the accumulation: its error is at most about
+//                         (cols / 128 + 22) * 2^-24 * M, M = sum over values of
+//                         (|scale q| + |offset|) |x| (the terms it adds, which may cancel); the
+//                         bound used is 1e-5 * M (cols = 1024: over 5x that).
 // Skips without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 
 #include "common/fp16.h"
 #include "engine/backend/cuda/cuda_kernels.h"
+#include "engine/backend/cuda/ggml_dequant.h"
 #include "engine/model/ggml_types.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/backend/ggml_blocks_util.h"
@@ -40,13 +43,27 @@ struct Matrix {
   int rows = 0, cols = 0;
   std::vector<uint8_t> bytes;  // as stored
   std::vector<float> values;   // DequantizeRow of every row
+  std::vector<double> terms;   // |scale q| + |offset| of every value (the integer form's terms)
 };
 
 Matrix RandomMatrix(const QuantCase& c, int rows, int cols, uint32_t seed) {
-  Matrix m{rows, cols, testing::RandomQuantRows(c, rows, cols, seed), {}};
+  Matrix m{rows, cols, testing::RandomQuantRows(c, rows, cols, seed), {}, {}};
   const uint64_t row_bytes = GgmlRowBytes(c.type, cols).value();
   m.values.resize(static_cast<size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r) DequantizeRow(c.type, m.bytes.data() + r * row_bytes, &m.values[r * cols], cols);
+  m.terms.resize(m.values.size());
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = m.bytes.data() + r * row_bytes;
+    DequantizeRow(c.type, row, &m.values[static_cast<size_t>(r) * cols], cols);
+    EXPECT_TRUE(cuda::VisitQuantType(c.type, [&](auto tag) {
+      for (int g = 0; g < cols / 8; ++g) {
+        const cuda::Group8 q = cuda::IntGroup8<decltype(tag)::kType>(row, g);
+        for (int k = 0; k < 8; ++k) {
+          m.terms[static_cast<size_t>(r) * cols + 8 * g + k] =
+              std::fabs(double(q.scale) * q.q[k]) + std::fabs(double(q.offset));
+        }
+      }
+    }));
+  }
   return m;
 }
 
@@ -132,10 +149,9 @@ TEST_P(CudaQuant, MatVecMatchesTheDecodedProduct) {
             }
             double dot = 0, mag = 0;
             for (int i = 0; i < cols; ++i) {
-              const double p =
-                  double(m.values[static_cast<size_t>(r) * cols + i]) * x[static_cast<size_t>(k) * cols + i];
-              dot += p;
-              mag += std::fabs(p);
+              const double xi = x[static_cast<size_t>(k) * cols + i];
+              dot += double(m.values[static_cast<size_t>(r) * cols + i]) * xi;
+              mag += m.terms[static_cast<size_t>(r) * cols + i] * std::fabs(xi);
             }
             if (accumulate) dot += before, mag += std::fabs(before);
             ASSERT_NEAR(got, dot, 1e-5 * mag + 1e-30) << "token " << k << " row " << r;

@@ -47,13 +47,16 @@ __device__ __forceinline__ void Load8(const __nv_bfloat16* p, float out[8]) {
   }
 }
 
-// One warp per row: lane i decodes groups i, i + 32, ... of the row and multiplies each with the
-// same eight activations of every token of the pass; the warp then sums its lanes per token.
+// One warp per row: lane i decodes groups i, i + 32, ... of the row to integer form once and
+// multiplies each with the same eight activations of every token of the pass, factored as
+// llama.cpp's kernels do: scale * sum(q x) (+ offset * sum(x)), so a value costs one FMA per
+// token and the decoding is shared by the tokens. The warp then sums its lanes per token.
 template <GgmlType T, typename X>
 __global__ void __launch_bounds__(32 * kMatVecWarps)
     QuantMatVecKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int rows, int groups,
                       const X* __restrict__ x, int64_t ldx, int nt, float* __restrict__ y, int64_t ldy,
                       bool accumulate) {
+  constexpr bool kOffset = GgmlBlock<T>::kOffset;
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kMatVecWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp: `row` is the same on its lanes
@@ -62,17 +65,23 @@ __global__ void __launch_bounds__(32 * kMatVecWarps)
 #pragma unroll
   for (int t = 0; t < kMatVecTokens; ++t) acc[t] = 0.0f;
   for (int g = lane; g < groups; g += 32) {
-    float v[8];
-    DecodeGroup8<T>(wr, g, v);
+    const Group8 q = IntGroup8<T>(wr, g);
+    float qf[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) qf[k] = static_cast<float>(q.q[k]);
 #pragma unroll
     for (int t = 0; t < kMatVecTokens; ++t) {
       if (t < nt) {
         float a[8];
         Load8(x + t * ldx + 8 * static_cast<int64_t>(g), a);
-        float s = acc[t];
+        float dot = 0.0f, sum = 0.0f;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) s = fmaf(v[k], a[k], s);
-        acc[t] = s;
+        for (int k = 0; k < 8; ++k) {
+          dot = fmaf(qf[k], a[k], dot);
+          if (kOffset) sum += a[k];
+        }
+        acc[t] = fmaf(q.scale, dot, acc[t]);
+        if (kOffset) acc[t] = fmaf(q.offset, sum, acc[t]);
       }
     }
   }

@@ -1,9 +1,10 @@
 // Decoders of GGUF weight blocks for the CUDA kernels, written once for host and device.
 //
-// GgmlBlock<T>::Decode8(block, sub, v) writes values [8 sub, 8 sub + 8) of one block of type T
-// (every supported type has a multiple of 8 values per block, and 8 consecutive values share
-// one scale). DecodeGroup8<T>(row, g, v) is the same for values [8 g, 8 g + 8) of a row. The
-// float operations are the CPU reference's (DequantizeRow, engine/model/ggml_types.cpp and
+// GgmlBlock<T>::Decode(block, sub, &group) gives values [8 sub, 8 sub + 8) of one block of type
+// T in integer form (every supported type has a multiple of 8 values per block, and 8
+// consecutive values share one scale and offset): value = scale * q (+ offset). IntGroup8<T>
+// and DecodeGroup8<T> (floats) do the same for values [8 g, 8 g + 8) of a row. The float
+// operations are the CPU reference's (DequantizeRow, engine/model/ggml_types.cpp and
 // ggml_decoders.cpp) in the same order, with rounding multiplies and adds on the device (no
 // contraction into FMAs), so the values are the reference's bit for bit on both sides:
 // tests/unit/backend/ggml_dequant_test.cpp checks that on the host for every type, the GPU tests
@@ -73,6 +74,14 @@ KVSERVE_HD void ScaleMinK(int j, const uint8_t* scales, int* sc, int* m) {
   }
 }
 
+// Eight values of a block in integer form: value k = scale * q[k] (+ offset when the type has
+// offsets), the very operations of the reference decoder.
+struct Group8 {
+  int q[8];
+  float scale;
+  float offset;  // 0 for types without offsets
+};
+
 template <GgmlType T>
 struct GgmlBlock;
 
@@ -80,9 +89,10 @@ struct GgmlBlock;
 template <>
 struct GgmlBlock<GgmlType::kQ8_0> {
   static constexpr int kValues = 32, kBytes = 34;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b);
-    for (int k = 0; k < 8; ++k) v[k] = Mul(static_cast<float>(static_cast<int8_t>(b[2 + 8 * sub + k])), d);
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
+    for (int k = 0; k < 8; ++k) g->q[k] = static_cast<int8_t>(b[2 + 8 * sub + k]);
   }
 };
 
@@ -97,9 +107,10 @@ KVSERVE_HD int Nibble(const uint8_t* qs, int sub, int k) {
 template <>
 struct GgmlBlock<GgmlType::kQ4_0> {
   static constexpr int kValues = 32, kBytes = 18;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b);
-    for (int k = 0; k < 8; ++k) v[k] = Mul(static_cast<float>(Nibble(b + 2, sub, k) - 8), d);
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
+    for (int k = 0; k < 8; ++k) g->q[k] = Nibble(b + 2, sub, k) - 8;
   }
 };
 
@@ -107,9 +118,11 @@ struct GgmlBlock<GgmlType::kQ4_0> {
 template <>
 struct GgmlBlock<GgmlType::kQ4_1> {
   static constexpr int kValues = 32, kBytes = 20;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b), m = HalfAt(b + 2);
-    for (int k = 0; k < 8; ++k) v[k] = Add(Mul(d, static_cast<float>(Nibble(b + 4, sub, k))), m);
+  static constexpr bool kOffset = true;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
+    g->offset = HalfAt(b + 2);
+    for (int k = 0; k < 8; ++k) g->q[k] = Nibble(b + 4, sub, k);
   }
 };
 
@@ -120,10 +133,11 @@ KVSERVE_HD int Fifth(uint32_t qh, int sub, int k) { return static_cast<int>((qh 
 template <>
 struct GgmlBlock<GgmlType::kQ5_0> {
   static constexpr int kValues = 32, kBytes = 22;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b);
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
     const uint32_t qh = U32At(b + 2);
-    for (int k = 0; k < 8; ++k) v[k] = Mul(d, static_cast<float>((Nibble(b + 6, sub, k) | Fifth(qh, sub, k)) - 16));
+    for (int k = 0; k < 8; ++k) g->q[k] = (Nibble(b + 6, sub, k) | Fifth(qh, sub, k)) - 16;
   }
 };
 
@@ -131,12 +145,12 @@ struct GgmlBlock<GgmlType::kQ5_0> {
 template <>
 struct GgmlBlock<GgmlType::kQ5_1> {
   static constexpr int kValues = 32, kBytes = 24;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b), m = HalfAt(b + 2);
+  static constexpr bool kOffset = true;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
+    g->offset = HalfAt(b + 2);
     const uint32_t qh = U32At(b + 4);
-    for (int k = 0; k < 8; ++k) {
-      v[k] = Add(Mul(d, static_cast<float>(Nibble(b + 8, sub, k) | Fifth(qh, sub, k))), m);
-    }
+    for (int k = 0; k < 8; ++k) g->q[k] = Nibble(b + 8, sub, k) | Fifth(qh, sub, k);
   }
 };
 
@@ -144,9 +158,10 @@ struct GgmlBlock<GgmlType::kQ5_1> {
 template <>
 struct GgmlBlock<GgmlType::kIQ4_NL> {
   static constexpr int kValues = 32, kBytes = 18;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
-    const float d = HalfAt(b);
-    for (int k = 0; k < 8; ++k) v[k] = Mul(d, static_cast<float>(Iq4Value(Nibble(b + 2, sub, k))));
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
+    g->scale = HalfAt(b);
+    for (int k = 0; k < 8; ++k) g->q[k] = Iq4Value(Nibble(b + 2, sub, k));
   }
 };
 
@@ -171,14 +186,14 @@ KVSERVE_HD KHalfPos PosK16(int sub) {
 template <>
 struct GgmlBlock<GgmlType::kQ2_K> {
   static constexpr int kValues = 256, kBytes = 84;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
+  static constexpr bool kOffset = true;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
     const KHalfPos p = PosK16(sub);
-    const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
     const int sc = b[p.is];
-    const float scale = Mul(d, static_cast<float>(sc & 0xF));
-    const float offset = -Mul(dmin, static_cast<float>(sc >> 4));
+    g->scale = Mul(HalfAt(b + 80), static_cast<float>(sc & 0xF));
+    g->offset = -Mul(HalfAt(b + 82), static_cast<float>(sc >> 4));
     const uint8_t* qs = b + 16 + 32 * p.h + 16 * p.t + p.l;
-    for (int k = 0; k < 8; ++k) v[k] = Add(Mul(scale, static_cast<float>((qs[k] >> (2 * p.s)) & 3)), offset);
+    for (int k = 0; k < 8; ++k) g->q[k] = (qs[k] >> (2 * p.s)) & 3;
   }
 };
 
@@ -187,19 +202,17 @@ struct GgmlBlock<GgmlType::kQ2_K> {
 template <>
 struct GgmlBlock<GgmlType::kQ3_K> {
   static constexpr int kValues = 256, kBytes = 110;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
     const KHalfPos p = PosK16(sub);
     const uint8_t* scales = b + 96;
     const int low = (scales[p.is % 8] >> (4 * (p.is / 8))) & 0xF;
     const int high = (scales[8 + p.is % 4] >> (2 * (p.is / 4))) & 3;
-    const float scale = Mul(HalfAt(b + 108), static_cast<float>((low | (high << 4)) - 32));
+    g->scale = Mul(HalfAt(b + 108), static_cast<float>((low | (high << 4)) - 32));
     const uint8_t mask = static_cast<uint8_t>(1u << (4 * p.h + p.s));
     const uint8_t* qs = b + 32 + 32 * p.h + 16 * p.t + p.l;
     const uint8_t* hm = b + 16 * p.t + p.l;
-    for (int k = 0; k < 8; ++k) {
-      const int q = ((qs[k] >> (2 * p.s)) & 3) - ((hm[k] & mask) ? 0 : 4);
-      v[k] = Mul(scale, static_cast<float>(q));
-    }
+    for (int k = 0; k < 8; ++k) g->q[k] = ((qs[k] >> (2 * p.s)) & 3) - ((hm[k] & mask) ? 0 : 4);
   }
 };
 
@@ -207,30 +220,31 @@ struct GgmlBlock<GgmlType::kQ3_K> {
 // nibbles of qs[32 c ...] (sub-block 2 c), [64 c + 32, 64 c + 64) the high ones (2 c + 1); Q5_K's
 // fifth bit of value l in either is bit (sub-block) of qh[l]. value = (d sc) q - (dmin m).
 template <bool kFifth>
-KVSERVE_HD void DecodeScaleMinK(const uint8_t* b, int sub, float v[8]) {
+KVSERVE_HD void DecodeScaleMinK(const uint8_t* b, int sub, Group8* g) {
   const int j = sub / 4;  // sub-block of 32
   const int l0 = 8 * (sub % 4);
   int sc, m;
   ScaleMinK(j, b + 4, &sc, &m);
-  const float d1 = Mul(HalfAt(b), static_cast<float>(sc));
-  const float m1 = Mul(HalfAt(b + 2), static_cast<float>(m));
+  g->scale = Mul(HalfAt(b), static_cast<float>(sc));
+  g->offset = -Mul(HalfAt(b + 2), static_cast<float>(m));
   const uint8_t* qh = b + 16;
   const uint8_t* qs = b + (kFifth ? 48 : 16) + 32 * (j / 2) + l0;
   for (int k = 0; k < 8; ++k) {
-    int q = j % 2 == 0 ? (qs[k] & 0xF) : (qs[k] >> 4);
-    if (kFifth) q |= ((qh[l0 + k] >> j) & 1) << 4;
-    v[k] = Add(Mul(d1, static_cast<float>(q)), -m1);
+    g->q[k] = j % 2 == 0 ? (qs[k] & 0xF) : (qs[k] >> 4);
+    if (kFifth) g->q[k] |= ((qh[l0 + k] >> j) & 1) << 4;
   }
 }
 template <>
 struct GgmlBlock<GgmlType::kQ4_K> {
   static constexpr int kValues = 256, kBytes = 144;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) { DecodeScaleMinK<false>(b, sub, v); }
+  static constexpr bool kOffset = true;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) { DecodeScaleMinK<false>(b, sub, g); }
 };
 template <>
 struct GgmlBlock<GgmlType::kQ5_K> {
   static constexpr int kValues = 256, kBytes = 176;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) { DecodeScaleMinK<true>(b, sub, v); }
+  static constexpr bool kOffset = true;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) { DecodeScaleMinK<true>(b, sub, g); }
 };
 
 // Q6_K: ql[128], qh[64], scales[16] (int8), d. Value r of half h (128 values), quarter
@@ -239,15 +253,15 @@ struct GgmlBlock<GgmlType::kQ5_K> {
 template <>
 struct GgmlBlock<GgmlType::kQ6_K> {
   static constexpr int kValues = 256, kBytes = 210;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
     const int h = sub / 16, u = (sub / 4) % 4, l0 = 8 * (sub % 4);
-    const float scale = Mul(HalfAt(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + l0 / 16 + 2 * u])));
+    g->scale = Mul(HalfAt(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + l0 / 16 + 2 * u])));
     const uint8_t* ql = b + 64 * h + l0 + 32 * (u % 2);
     const uint8_t* qh = b + 128 + 32 * h + l0;
     for (int k = 0; k < 8; ++k) {
       const int low = u < 2 ? (ql[k] & 0xF) : (ql[k] >> 4);
-      const int q = (low | (((qh[k] >> (2 * u)) & 3) << 4)) - 32;
-      v[k] = Mul(scale, static_cast<float>(q));
+      g->q[k] = (low | (((qh[k] >> (2 * u)) & 3) << 4)) - 32;
     }
   }
 };
@@ -257,21 +271,36 @@ struct GgmlBlock<GgmlType::kQ6_K> {
 template <>
 struct GgmlBlock<GgmlType::kIQ4_XS> {
   static constexpr int kValues = 256, kBytes = 136;
-  static KVSERVE_HD void Decode8(const uint8_t* b, int sub, float v[8]) {
+  static constexpr bool kOffset = false;
+  static KVSERVE_HD void Decode(const uint8_t* b, int sub, Group8* g) {
     const int s = sub / 4;
     const int scales_h = b[2] | (b[3] << 8);
     const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
-    const float scale = Mul(HalfAt(b), static_cast<float>(ls - 32));
-    for (int k = 0; k < 8; ++k) v[k] = Mul(scale, static_cast<float>(Iq4Value(Nibble(b + 8 + 16 * s, sub % 4, k))));
+    g->scale = Mul(HalfAt(b), static_cast<float>(ls - 32));
+    for (int k = 0; k < 8; ++k) g->q[k] = Iq4Value(Nibble(b + 8 + 16 * s, sub % 4, k));
   }
 };
 
-// Values [8 g, 8 g + 8) of a row of type T.
+// Values [8 g, 8 g + 8) of a row of type T in integer form.
 template <GgmlType T>
-KVSERVE_HD void DecodeGroup8(const uint8_t* row, int64_t g, float v[8]) {
+KVSERVE_HD Group8 IntGroup8(const uint8_t* row, int64_t g) {
   using B = GgmlBlock<T>;
   constexpr int kGroups = B::kValues / 8;
-  GgmlBlock<T>::Decode8(row + (g / kGroups) * B::kBytes, static_cast<int>(g % kGroups), v);
+  Group8 out;
+  out.offset = 0.0f;
+  B::Decode(row + (g / kGroups) * B::kBytes, static_cast<int>(g % kGroups), &out);
+  return out;
+}
+
+// The same values as floats: scale * q (+ offset), as the reference decoder rounds them (a
+// type without offsets adds none, so a zero keeps its sign).
+template <GgmlType T>
+KVSERVE_HD void DecodeGroup8(const uint8_t* row, int64_t g, float v[8]) {
+  const Group8 q = IntGroup8<T>(row, g);
+  for (int k = 0; k < 8; ++k) {
+    const float x = Mul(q.scale, static_cast<float>(q.q[k]));
+    v[k] = GgmlBlock<T>::kOffset ? Add(x, q.offset) : x;
+  }
 }
 
 template <GgmlType T>
