@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
-#include "common/fp16.h"
 #include "common/log.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"

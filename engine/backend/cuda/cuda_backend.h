@@ -50,8 +50,8 @@
 
 namespace kvserve {
 
-// Element type of the weight matrices on the device (activations fed to the GEMMs use the same
-// type; the residual stream, q/k/v and softmax are always F32).
+// Element type of the float weight matrices on the device (quantized ones stay as stored) and
+// of the activations fed to the products; the residual stream, q/k/v and softmax are always F32.
 enum class CudaWeightType : uint8_t { kF16, kBF16, kF32 };
 
 struct CudaBackendOptions {

@@ -123,7 +123,7 @@ struct CudaBackend::Impl {
   StackedMatrix output;
   const float* output_norm = nullptr;
   std::vector<CudaLayerWeights> layers;
-  int64_t max_quant_values = 0;  // largest quantized part (rows * cols): the dequantize scratch
+  int64_t max_quant_values = 0;  // largest quantized part (rows * cols); bounds the dequantize scratch
   std::optional<GgmlType> random_matrix_type;  // RandomWeights: this GGUF type (else the act type)
 
   // RoPE: cos/sin [table_positions][rope_dim / 2][2] and inv_freq [rope_dim / 2] (double).
