@@ -2,9 +2,10 @@
 // plus the Model that owns the file mapping, converted buffers, config and tokenizer.
 //
 // A WeightMatrix is [rows][cols] row-major with rows = output features (GGUF dims
-// {cols, rows}); each row is GgmlRowBytes(type, cols) bytes. Types a backend must handle:
-// F32, F16, BF16, Q8_0 (other GGUF types are converted at load). Vectors (norms, biases) are
-// F32. Immutable after load; thread-safe for readers.
+// {cols, rows}); each row is GgmlRowBytes(type, cols) bytes. Types a backend must handle: the
+// file's own, every type DequantizeRow decodes (only ModelLoadOptions::matrix_type, the CLI's
+// --weight-dtype, converts at load). Vectors (norms, biases) are F32. Immutable after load;
+// thread-safe for readers.
 #pragma once
 
 #include <cstddef>
