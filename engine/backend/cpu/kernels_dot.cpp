@@ -281,7 +281,10 @@ void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens,
       if (!finite) id = 0.0f, d = NAN;  // a non-finite input makes the products NaN
       d_[t * (cols / block) + b] = d;
       int8_t* q = q_.data() + t * cols + b * block;
-      for (int j = 0; j < block; ++j) q[j] = static_cast<int8_t>(std::min((src[j] * id + kRound) - kRound, 127.0f));
+      // A non-finite block stores zeros (converting its NaN products to int8 would be undefined).
+      for (int j = 0; j < block; ++j) {
+        q[j] = finite ? static_cast<int8_t>(std::min((src[j] * id + kRound) - kRound, 127.0f)) : int8_t{0};
+      }
       for (int s = 0; s < block / 16; ++s) {
         int32_t sum = 0;
         for (int j = 0; j < 16; ++j) sum += q[16 * s + j];
