@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of a -DKVSERVE_FUZZ=ON build, each for N seconds, one after the
-# other. The committed corpus (tests/fuzz/<target>/) is read, never written: new inputs go to
-# <build>/fuzz-corpus/<target>/, crashes to <build>/fuzz-artifacts/<target>/. Exits 1 if any
-# target crashed, leaked, timed out or ran out of memory (libFuzzer prints the reproducer:
-# `<build>/tests/fuzz/<target>_fuzzer <artifact>`; once fixed, copy the artifact into
-# tests/fuzz/<target>/ as crash-<what>, so every build replays it).
+# Runs the libFuzzer targets of a -DKVSERVE_FUZZ=ON build, each for N seconds on one core,
+# JOBS (default: the number of cores) at a time. The committed corpus (tests/fuzz/<target>/) is
+# read, never written: new inputs go to <build>/fuzz-corpus/<target>/, crashes to
+# <build>/fuzz-artifacts/<target>/. Exits 1 if any target crashed, leaked, timed out or ran out
+# of memory (libFuzzer prints the reproducer: `<build>/tests/fuzz/<target>_fuzzer <artifact>`;
+# once fixed, copy the artifact into tests/fuzz/<target>/ as crash-<what>, so every build
+# replays it).
 #
 #   tests/fuzz/run.sh [--build] [--build-dir build-fuzz] [--seconds 60] [target...]
 #
@@ -38,32 +39,51 @@ if [ $do_build -eq 1 ]; then
 fi
 build=$(cd "$build" && pwd) || { echo "run.sh: no build directory" >&2; exit 2; }
 
-failed=0
-for t in "${targets[@]}"; do
-  bin="$build/tests/fuzz/${t}_fuzzer"
-  if [ ! -x "$bin" ]; then
-    echo "run.sh: $bin not built (configure with CC=clang-14 CXX=clang++-14 -DKVSERVE_FUZZ=ON)" >&2
-    exit 2
-  fi
-  work="$build/fuzz-corpus/$t"
-  artifacts="$build/fuzz-artifacts/$t/"
+# One target: fuzz it for $seconds on one core, print its summary, exit non-zero on a finding.
+fuzz_one() {
+  local t=$1 bin="$build/tests/fuzz/$1_fuzzer"
+  local work="$build/fuzz-corpus/$t" artifacts="$build/fuzz-artifacts/$t/" log="$build/fuzz-artifacts/$t.log"
   mkdir -p "$work" "$artifacts"
-  dict=()
+  local dict=()
   [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
-  log="$build/fuzz-artifacts/$t.log"
-  echo "== $t: ${seconds} s"
-  start=$SECONDS
+  local start=$SECONDS rc
   # OMP: the CPU backend runs one thread; ASan: fail on leaks too.
   OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
     "$bin" "$work" "$here/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
       -max_len=16384 -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1
   rc=$?
-  grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)|^#[0-9]+ +DONE' "$log" | sed 's/^/   /'
-  echo "   corpus: $(ls "$work" | wc -l) inputs in $work; $((SECONDS - start)) s; exit $rc"
-  if [ $rc -ne 0 ]; then
-    failed=1
-    echo "   FAILED: see $log" >&2
-    grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written' "$log" | head -20 >&2
+  {
+    echo "== $t: ${seconds} s"
+    grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)|^#[0-9]+ +DONE' "$log" | sed 's/^/   /'
+    echo "   corpus: $(ls "$work" | wc -l) inputs in $work; $((SECONDS - start)) s; exit $rc"
+    if [ $rc -ne 0 ]; then
+      echo "   FAILED: see $log"
+      grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written' "$log" | head -20
+    fi
+  } >"$log.summary"
+  return $rc
+}
+
+for t in "${targets[@]}"; do
+  if [ ! -x "$build/tests/fuzz/${t}_fuzzer" ]; then
+    echo "run.sh: $build/tests/fuzz/${t}_fuzzer not built (configure with CC=clang-14 CXX=clang++-14 -DKVSERVE_FUZZ=ON)" >&2
+    exit 2
   fi
+done
+# JOBS targets at a time (default: one per core), each a single-threaded libFuzzer process with
+# its whole time budget: on 2 cores four 60 s targets take 2 minutes, not 4.
+jobs=${JOBS:-$(nproc)}
+failed=0
+pids=()
+names=()
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  pids+=($!)
+  names+=("$t")
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || failed=1
+  cat "$build/fuzz-artifacts/${names[$i]}.log.summary"
 done
 exit $failed
