@@ -32,7 +32,8 @@
 #   libpcre2-8-0 libprometheus-cpp-core1.0 libprotobuf32 libre2-9 libspdlog1.10 libssl3
 #   libstdc++6 zlib1g
 # (OpenBLAS joins by itself once the backend calls it); the CUDA build adds cuda-cudart-13-0
-# and libcublas-13-0. No compilers, no -dev packages.
+# and libcublas-13-0 (cuBLAS is opened with dlopen on first use, so its build stage names the
+# library to runtime-packages.sh). No compilers, no -dev packages.
 
 ARG CUDA_VERSION=13.0.2
 
@@ -102,7 +103,8 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSERVE_CUDA=ON \
       -DKVSERVE_BUILD_TESTS=OFF -DKVSERVE_BUILD_BENCH=OFF \
     && cmake --build /build --target kvserve \
     && install -D -m 0755 /build/kvserve /out/kvserve \
-    && bash /usr/local/bin/runtime-packages.sh /out/kvserve | tee /out/runtime-packages.txt
+    && bash /usr/local/bin/runtime-packages.sh /out/kvserve "$(readlink -f /usr/local/cuda/lib64/libcublas.so)" \
+       | tee /out/runtime-packages.txt
 
 # ---- cuda: run on the CUDA base image (the default target) ----------------------------------
 FROM nvidia/cuda:${CUDA_VERSION}-base-ubuntu24.04 AS cuda

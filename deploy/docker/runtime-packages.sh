@@ -13,9 +13,13 @@
 # image provides by other means; the deploy test sets it to ^/usr/local/cuda, where machines
 # with NVIDIA's tarball toolkit keep libraries no package owns.
 #
-#   runtime-packages.sh BINARY
+# LIBRARY arguments name libraries the binary opens with dlopen, which ldd cannot see (the CUDA
+# build's cuBLAS, engine/backend/cuda/cuda_blas_loader.cpp); their packages join the list.
+#
+#   runtime-packages.sh BINARY [LIBRARY...]
 set -euo pipefail
-binary=${1:?usage: runtime-packages.sh BINARY}
+binary=${1:?usage: runtime-packages.sh BINARY [LIBRARY...]}
+shift
 [[ -x "$binary" ]] || { echo "runtime-packages.sh: '$binary' is not an executable" >&2; exit 1; }
 
 driver_lib='^(libcuda\.so|libnvidia-|libnvcuvid\.so)'
@@ -36,6 +40,10 @@ while read -r first second third _; do
     libs+=("$first")
   fi
 done < <(ldd "$binary")
+for lib in "$@"; do
+  [[ -e "$lib" ]] || { echo "runtime-packages.sh: $lib (opened by $binary) does not exist" >&2; status=1; continue; }
+  libs+=("$lib")
+done
 
 # dpkg records a file under the path its package shipped, which ldd may not print (merged
 # /usr, symlinks such as /usr/local/cuda): try the path, its target, and their /lib <-> /usr/lib
