@@ -27,7 +27,7 @@
 #include "tests/unit/backend/ggml_blocks_util.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_quant_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using cuda::ActType;
 using testing::ActName;
@@ -194,5 +194,5 @@ TEST(CudaQuant, RefusesWhatTheKernelsCannotRead) {
             cudaErrorInvalidValue);
 }
 
-}  // namespace
+}  // namespace cuda_quant_test
 }  // namespace kvserve

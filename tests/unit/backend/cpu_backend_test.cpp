@@ -8,6 +8,7 @@
 
 #include "cache/kv_cache_manager.h"
 #include "engine/model_runner.h"
+#include "tests/unit/backend/kv_test_util.h"
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
@@ -22,12 +23,7 @@ std::unique_ptr<Model> TinyModel(const std::string& spec = "synthetic:tiny:f32",
   return std::move(m).value();
 }
 
-std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(3 + rng() % (vocab - 3));
-  return t;
-}
+using testing::RandomTokens;
 
 struct Harness {
   Harness(const Model& model, KvDtype dtype, int block_size, int num_blocks) {

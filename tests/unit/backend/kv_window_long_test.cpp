@@ -14,7 +14,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_window_long_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 constexpr char kModel[] = "models/stories260K.gguf";
 
@@ -121,5 +121,5 @@ TEST(SlidingWindowLong, Stories260KStaysFluentAtTenTimesTheWindow) {
   EXPECT_LT(windowed_ppl, 1.25 * alone_ppl);
 }
 
-}  // namespace
+}  // namespace kv_window_long_test
 }  // namespace kvserve

@@ -11,7 +11,7 @@
 #include "cache/kv_cache_manager.h"
 
 namespace kvserve {
-namespace {
+namespace kv_cache_integrity_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 constexpr int kBlock = 4;
 constexpr int kNumBlocks = 48;
@@ -220,5 +220,5 @@ TEST_P(IntegrityFuzz, RandomOperationsKeepEverythingConsistent) {
 INSTANTIATE_TEST_SUITE_P(Hash, IntegrityFuzz, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "WeakHash" : "Sha256"; });
 
-}  // namespace
+}  // namespace kv_cache_integrity_test
 }  // namespace kvserve

@@ -6,7 +6,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_cache_window_swap_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using cache_test::Blocks;
 using cache_test::Range;
@@ -246,5 +246,5 @@ TEST(KvCacheManager, RenameMovesTheTable) {
   EXPECT_EQ(m.num_sequences(), 1);
 }
 
-}  // namespace
+}  // namespace kv_cache_window_swap_test
 }  // namespace kvserve

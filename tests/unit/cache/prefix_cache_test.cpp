@@ -7,7 +7,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace prefix_cache_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using cache_test::Blocks;
 using cache_test::Range;
@@ -264,5 +264,5 @@ TEST(PrefixCache, CommitIsIncrementalAcrossDecodeSteps) {
   EXPECT_EQ(m.AcquireCachedPrefix(2, Range(1, 12), ""), 8);
 }
 
-}  // namespace
+}  // namespace prefix_cache_test
 }  // namespace kvserve

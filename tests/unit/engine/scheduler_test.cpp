@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace kvserve {
-namespace {
+namespace scheduler_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 constexpr int kBlock = 4;
 
@@ -435,5 +435,5 @@ TEST(SchedulerTest, AForkedChoiceWaitsWithItsCacheAndResumesFromIt) {
   EXPECT_TRUE(cache.VerifyIntegrity().ok());
 }
 
-}  // namespace
+}  // namespace scheduler_test
 }  // namespace kvserve

@@ -18,7 +18,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace metrics_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using ::kvserve::testing::Greedy;
 using ::kvserve::testing::LoadModel;
@@ -196,5 +196,5 @@ TEST(MetricsNoEngineTest, SerializesWithoutAnEngine) {
   EXPECT_EQ(SerializeMetrics(ctx), "");
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace kvserve

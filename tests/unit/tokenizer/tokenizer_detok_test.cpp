@@ -14,7 +14,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace tokenizer_detok_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using ::kvserve::testing::SharedPath;
 
@@ -180,5 +180,5 @@ TEST(BpeDetokenizerTest, DeltasConcatenateToDecodeForEveryTestInput) {
   EXPECT_GT(checked, 40);
 }
 
-}  // namespace
+}  // namespace tokenizer_detok_test
 }  // namespace kvserve

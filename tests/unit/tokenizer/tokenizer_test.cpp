@@ -18,7 +18,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace tokenizer_test {  // named, not anonymous: unity builds share one anonymous namespace
 
 using ::kvserve::testing::SharedPath;
 
@@ -319,5 +319,5 @@ TEST(StoriesTokenizerTest, GoldenPromptTokensAndText) {
   EXPECT_EQ(checked, 12);
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace kvserve
