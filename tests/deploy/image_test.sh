@@ -42,20 +42,9 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=../e2e/lib/common.sh
 source "$SRC/tests/e2e/lib/common.sh"
-have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
-# ---- 1. base images ---------------------------------------------------------------------------
-if ! have_image docker.io/library/debian:12 || ! have_image docker.io/library/debian:12-slim; then
-  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-  mirror=${mirror:-http://deb.debian.org/debian}
-  t=$SECONDS
-  debootstrap --variant=minbase bookworm "$WORK/rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 \
-    || { tail -n 20 "$WORK/debootstrap.log"; fail "debootstrap from $mirror"; }
-  tar -C "$WORK/rootfs" -c . | podman import - docker.io/library/debian:12 >/dev/null
-  podman tag docker.io/library/debian:12 docker.io/library/debian:12-slim
-  rm -rf "$WORK/rootfs"
-  echo "base image debian:12 made with debootstrap ($mirror) in $((SECONDS - t)) s"
-fi
+# ---- 1. base images (made with debootstrap unless they are there) ----------------------------
+bash "$SRC/tests/deploy/make_base_images.sh" || fail "the base images"
 
 # ---- 2. build ---------------------------------------------------------------------------------
 t=$SECONDS
