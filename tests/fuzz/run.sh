@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --build) do_build=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -39,7 +39,8 @@ if [ $do_build -eq 1 ]; then
 fi
 build=$(cd "$build" && pwd) || { echo "run.sh: no build directory" >&2; exit 2; }
 
-# One target: fuzz it for $seconds on one core, print its summary, exit non-zero on a finding.
+# One target: fuzz it for $seconds on one core, write its summary to <log>.summary (printed
+# in target order once all are done), exit non-zero on a finding.
 fuzz_one() {
   local t=$1 bin="$build/tests/fuzz/$1_fuzzer"
   local work="$build/fuzz-corpus/$t" artifacts="$build/fuzz-artifacts/$t/" log="$build/fuzz-artifacts/$t.log"
