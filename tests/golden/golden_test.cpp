@@ -23,7 +23,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace golden_test {
 
 constexpr char kModel[] = "models/stories260K.gguf";
 constexpr char kGolden[] = "golden/stories260K-greedy.jsonl";
@@ -183,5 +183,5 @@ TEST_F(GoldenTest, Bf16ComputeReproducesTheGreedyTokensWhereTheirMarginsAllow) {
   EXPECT_LE(max_shift, kShift);
 }
 
-}  // namespace
+}  // namespace golden_test
 }  // namespace kvserve

@@ -31,7 +31,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace refmodels_test {
 
 struct Thresholds {
   double top1;
@@ -80,5 +80,5 @@ TEST_P(RefModelsTest, EveryReferenceModelMatchesLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(Compute, RefModelsTest, ::testing::Values(ComputeDtype::kF32, ComputeDtype::kBF16, ComputeDtype::kInt8),
                          [](const auto& info) { return std::string(ComputeDtypeName(info.param)); });
 
-}  // namespace
+}  // namespace refmodels_test
 }  // namespace kvserve

@@ -18,7 +18,7 @@
 #include "tests/gpu/kv_arena_util.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_attention_test {
 
 using testing::DeviceBuffer;
 using testing::DeviceKvArena;
@@ -291,5 +291,5 @@ TEST(CudaAttention, HalfPrecisionOutputIsOneRoundingAway) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_attention_test
 }  // namespace kvserve

@@ -19,7 +19,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_backend_test {
 
 using testing::MaxAbsDiff;
 
@@ -403,5 +403,5 @@ TEST(CudaBackend, PlansKvBlocksFromDeviceMemory) {
   EXPECT_GT(*bw, 1e11);  // any datacenter GPU copies faster than 100 GB/s
 }
 
-}  // namespace
+}  // namespace cuda_backend_test
 }  // namespace kvserve

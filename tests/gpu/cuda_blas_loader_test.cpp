@@ -8,7 +8,7 @@
 #include <string>
 
 namespace kvserve {
-namespace {
+namespace cuda_blas_loader_test {
 
 bool CublasMapped() {
   std::ifstream maps("/proc/self/maps");
@@ -35,5 +35,5 @@ TEST(CublasLoader, OpensTheLibraryOnFirstUseOnly) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_blas_loader_test
 }  // namespace kvserve

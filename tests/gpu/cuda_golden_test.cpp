@@ -16,7 +16,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_golden_test {
 
 constexpr char kModel[] = "models/stories260K.gguf";
 constexpr char kGolden[] = "golden/stories260K-greedy.jsonl";
@@ -149,5 +149,5 @@ TEST(CudaGolden, F16WeightsFollowTheCpuEngineOnTheSameWeights) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_golden_test
 }  // namespace kvserve

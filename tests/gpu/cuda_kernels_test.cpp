@@ -15,7 +15,7 @@
 #include "tests/gpu/kv_arena_util.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_kernels_test {
 
 using cuda::ActType;
 using testing::ActName;
@@ -366,5 +366,5 @@ TEST(CudaKernels, RandomWeightsHaveTheRequestedMomentsAndCopyIsExact) {
   EXPECT_TRUE(copy.Download() == v);
 }
 
-}  // namespace
+}  // namespace cuda_kernels_test
 }  // namespace kvserve

@@ -27,7 +27,7 @@
 #include "tests/unit/backend/ggml_blocks_util.h"
 
 namespace kvserve {
-namespace cuda_quant_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace cuda_quant_test {
 
 using cuda::ActType;
 using testing::ActName;

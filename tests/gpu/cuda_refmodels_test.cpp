@@ -27,7 +27,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace cuda_refmodels_test {
 
 CudaBackendOptions Options() {
   CudaBackendOptions o;
@@ -153,5 +153,5 @@ TEST(CudaRefModels, QuantizedModelsFollowTheCpuBackendAndKeepTheirFileSize) {
   EXPECT_EQ(checked, 5) << "q8_0, q4_0, q4_k_m, q5_k_m, q6_k";
 }
 
-}  // namespace
+}  // namespace cuda_refmodels_test
 }  // namespace kvserve

@@ -10,7 +10,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace gpu_required_test {
 
 void RequireDevice() { REQUIRE_CUDA_DEVICE(); }
 void RequireMissingFile() { REQUIRE_SHARED_FILE("no/such/reference-file.bin"); }
@@ -47,5 +47,5 @@ TEST_F(GpuRequired, AMissingReferenceFileFailsInsteadOfSkipping) {
   EXPECT_FATAL_FAILURE(RequireMissingFile(), "reference file missing (KVSERVE_GPU_REQUIRED=1)");
 }
 
-}  // namespace
+}  // namespace gpu_required_test
 }  // namespace kvserve

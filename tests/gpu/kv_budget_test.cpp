@@ -5,7 +5,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
 namespace kvserve {
-namespace {
+namespace kv_budget_test {
 
 constexpr int64_t kGiB = 1ll << 30;
 
@@ -39,5 +39,5 @@ TEST(KvBudget, RoundsDownToWholeBlocksAndHandlesDegenerateInput) {
   EXPECT_EQ(KvBlocksForMemory(1ll << 52, 1ll << 52, 1, b), INT32_MAX);
 }
 
-}  // namespace
+}  // namespace kv_budget_test
 }  // namespace kvserve

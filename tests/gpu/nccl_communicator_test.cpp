@@ -12,7 +12,7 @@
 #include "tests/gpu/gpu_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace nccl_communicator_test {
 
 TEST(NcclCommunicator, AllReduceBroadcastAllGatherOnEveryDevice) {
   REQUIRE_CUDA_DEVICE();
@@ -53,7 +53,7 @@ TEST(NcclCommunicator, AllReduceBroadcastAllGatherOnEveryDevice) {
   }
 }
 
-}  // namespace
+}  // namespace nccl_communicator_test
 }  // namespace kvserve
 
 #endif  // KVSERVE_HAVE_NCCL

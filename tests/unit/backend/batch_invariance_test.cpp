@@ -12,7 +12,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace batch_invariance_test {
 
 struct Param {
   const char* model;
@@ -124,5 +124,5 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-}  // namespace
+}  // namespace batch_invariance_test
 }  // namespace kvserve

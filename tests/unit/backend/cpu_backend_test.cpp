@@ -12,7 +12,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace cpu_backend_test {
 
 std::unique_ptr<Model> TinyModel(const std::string& spec = "synthetic:tiny:f32", int num_layers = 0) {
   ModelLoadOptions o;
@@ -302,5 +302,5 @@ TEST(CpuBackend, BatchedBlockTransfersMatchSingleBlockCopies) {
   EXPECT_EQ(h.backend->ReadBlocks(bad).code(), StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace cpu_backend_test
 }  // namespace kvserve

@@ -17,7 +17,7 @@
 #include "tests/unit/backend/ggml_blocks_util.h"
 
 namespace kvserve {
-namespace {
+namespace ggml_dequant_test {
 
 using testing::QuantCase;
 
@@ -108,5 +108,5 @@ TEST(GgmlDequantHeader, FloatTypesAreNotQuantTypes) {
   }
 }
 
-}  // namespace
+}  // namespace ggml_dequant_test
 }  // namespace kvserve

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace graph_cache_policy_test {
 
 using Action = GraphCachePolicy::Action;
 using Key = GraphCachePolicy::Key;
@@ -64,5 +64,5 @@ TEST(GraphCachePolicyTest, CapacityZeroNeverCaptures) {
   EXPECT_EQ(p.num_cached(), 0);
 }
 
-}  // namespace
+}  // namespace graph_cache_policy_test
 }  // namespace kvserve

@@ -14,7 +14,7 @@
 #include "tests/unit/backend/kernels_test_util.h"
 
 namespace kvserve::cpu {
-namespace {
+namespace kernels_bf16_test {
 
 uint16_t Round1(float f) {
   uint16_t out[2];
@@ -158,5 +158,5 @@ TEST(Bf16KernelsTest, QuantizedMatricesTakeInt8Activations) {
 INSTANTIATE_TEST_SUITE_P(Isas, Bf16KernelsTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace kernels_bf16_test
 }  // namespace kvserve::cpu

@@ -14,7 +14,7 @@
 #include "tests/unit/backend/kernels_test_util.h"
 
 namespace kvserve::cpu {
-namespace {
+namespace kernels_int8_test {
 
 class Int8KernelsTest : public ::testing::TestWithParam<std::string> {};
 
@@ -191,5 +191,5 @@ TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
 INSTANTIATE_TEST_SUITE_P(Isas, Int8KernelsTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace kernels_int8_test
 }  // namespace kvserve::cpu

@@ -16,7 +16,7 @@
 #include "tests/unit/backend/kernels_test_util.h"
 
 namespace kvserve::cpu {
-namespace {
+namespace kernels_test {
 
 class KernelsTest : public ::testing::TestWithParam<std::string> {};
 
@@ -296,5 +296,5 @@ TEST_P(KernelsTest, ExpSubSumMatchesExpfAndZeroesMaskedScores) {
 INSTANTIATE_TEST_SUITE_P(Isas, KernelsTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace kernels_test
 }  // namespace kvserve::cpu

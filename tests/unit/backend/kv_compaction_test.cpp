@@ -12,7 +12,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_compaction_test {
 
 using testing::KvHarness;
 using testing::LoadModelOrDie;
@@ -113,5 +113,5 @@ TEST(Compaction, TheCpuBackendRefusesItBesideStagedKeys) {
   EXPECT_TRUE(backend.InitCompactKvCache(SpecFor(*model, KvDtype::kInt4, 4), 4).ok());
 }
 
-}  // namespace
+}  // namespace kv_compaction_test
 }  // namespace kvserve

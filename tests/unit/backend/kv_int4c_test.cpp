@@ -13,7 +13,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace kv_int4c_test {
 
 using testing::KvHarness;
 using testing::LoadModelOrDie;
@@ -139,5 +139,5 @@ TEST(Int4CKv, ShiftedKeysEqualKeysWrittenAtTheNewPosition) {
   }
 }
 
-}  // namespace
+}  // namespace kv_int4c_test
 }  // namespace kvserve

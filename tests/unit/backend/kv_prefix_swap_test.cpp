@@ -7,7 +7,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace kv_prefix_swap_test {
 
 using testing::KvHarness;
 using testing::LoadModelOrDie;
@@ -147,5 +147,5 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HostRoundTrip,
                                            RoundTripCase{KvDtype::kInt4, 0}, RoundTripCase{KvDtype::kInt4C, 0.15f}),
                          [](const auto& info) { return std::string(KvDtypeName(info.param.dtype)); });
 
-}  // namespace
+}  // namespace kv_prefix_swap_test
 }  // namespace kvserve

@@ -15,7 +15,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_quant_golden_test {
 
 constexpr char kModel[] = "models/stories260K.gguf";
 constexpr char kGolden[] = "golden/stories260K-greedy.jsonl";
@@ -99,5 +99,5 @@ TEST(KvQuantGolden, QuantizedKvReproducesTheGoldenTokens) {
   }
 }
 
-}  // namespace
+}  // namespace kv_quant_golden_test
 }  // namespace kvserve

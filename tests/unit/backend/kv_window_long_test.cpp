@@ -14,7 +14,7 @@
 #include "tests/unit/backend/kv_test_util.h"
 
 namespace kvserve {
-namespace kv_window_long_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace kv_window_long_test {
 
 constexpr char kModel[] = "models/stories260K.gguf";
 

@@ -16,7 +16,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace kv_window_shift_test {
 
 using testing::KvHarness;
 using testing::LoadModelOrDie;
@@ -229,5 +229,5 @@ TEST(SlidingWindow, QuantizedCacheStaysCloseAfterShifts) {
   }
 }
 
-}  // namespace
+}  // namespace kv_window_shift_test
 }  // namespace kvserve

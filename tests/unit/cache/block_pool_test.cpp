@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace block_pool_test {
 
 TEST(BlockPool, AllocatesInIdOrderInitially) {
   BlockPool pool(4);
@@ -117,5 +117,5 @@ TEST(BlockPoolDeathTest, DoubleFreeIsCaught) {
   EXPECT_DEATH(pool.Release(b), "double free");
 }
 
-}  // namespace
+}  // namespace block_pool_test
 }  // namespace kvserve

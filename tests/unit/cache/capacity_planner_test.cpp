@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace capacity_planner_test {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
@@ -164,5 +164,5 @@ TEST(CapacityPlanner, ParsesAndFormatsByteSizes) {
   EXPECT_EQ(FormatBytes(static_cast<double>(kGiB)), "1.00 GiB");
 }
 
-}  // namespace
+}  // namespace capacity_planner_test
 }  // namespace kvserve

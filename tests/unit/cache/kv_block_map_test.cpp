@@ -10,7 +10,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_block_map_test {
 
 using cache_test::Range;
 
@@ -130,5 +130,5 @@ TEST(KvBlockMapTest, NoCompactionRegionWithoutCompaction) {
   EXPECT_EQ(map.state.size(), 8u);
 }
 
-}  // namespace
+}  // namespace kv_block_map_test
 }  // namespace kvserve

@@ -11,7 +11,7 @@
 #include "cache/kv_cache_manager.h"
 
 namespace kvserve {
-namespace kv_cache_integrity_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace kv_cache_integrity_test {
 
 constexpr int kBlock = 4;
 constexpr int kNumBlocks = 48;

@@ -5,7 +5,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace kv_cache_manager_test {
 
 using cache_test::Blocks;
 using cache_test::CompactConfig;
@@ -135,5 +135,5 @@ TEST(KvCacheManagerCompaction, TruncateIntoACompactBlockCopiesItBackAndSwapKeeps
   ASSERT_TRUE(m.AllocateSlots(1, 1).has_value());  // writes into the main copy
 }
 
-}  // namespace
+}  // namespace kv_cache_manager_test
 }  // namespace kvserve

@@ -6,7 +6,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace kv_cache_window_swap_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace kv_cache_window_swap_test {
 
 using cache_test::Blocks;
 using cache_test::Range;

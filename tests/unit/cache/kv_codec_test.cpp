@@ -10,7 +10,7 @@
 #include "common/fp16.h"
 
 namespace kvserve {
-namespace {
+namespace kv_codec_test {
 
 std::vector<float> RandomRow(int n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -168,5 +168,5 @@ TEST(KvCodec, PerChannelKeysPackNibblesLikeInt4Rows) {
   for (int c = 0; c < kHd; ++c) EXPECT_EQ(as_int4[c], 7.0f) << c;
 }
 
-}  // namespace
+}  // namespace kv_codec_test
 }  // namespace kvserve

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace kv_spec_test {
 
 KvSpec MakeSpec(KvDtype dtype, int layers, int kv_heads, int head_dim, int block = 16) {
   KvSpecConfig c;
@@ -109,5 +109,5 @@ TEST(KvSpec, ParsesDtypeNames) {
   EXPECT_FALSE(ParseKvDtype("int3").has_value());
 }
 
-}  // namespace
+}  // namespace kv_spec_test
 }  // namespace kvserve

@@ -7,7 +7,7 @@
 #include "tests/unit/cache/cache_test_util.h"
 
 namespace kvserve {
-namespace prefix_cache_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace prefix_cache_test {
 
 using cache_test::Blocks;
 using cache_test::Range;

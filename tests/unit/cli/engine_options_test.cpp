@@ -8,7 +8,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace engine_options_test {
 
 class EngineOptionsTest : public ::testing::Test {
  protected:
@@ -201,11 +201,11 @@ TEST_F(EngineOptionsTest, CreateEngineServes) {
   (*engine)->Stop();
 }
 
-}  // namespace
+}  // namespace engine_options_test
 }  // namespace kvserve
 
 namespace kvserve {
-namespace {
+namespace engine_options_test {
 
 TEST_F(EngineOptionsTest, ComputeDtypeIsResolvedForTheDevice) {
   EngineFlags f;
@@ -246,5 +246,5 @@ TEST(ParseKvKeepTest, AcceptsLayersHeadsAndBareForms) {
   EXPECT_TRUE(ParseKvKeep("").ok());
 }
 
-}  // namespace
+}  // namespace engine_options_test
 }  // namespace kvserve

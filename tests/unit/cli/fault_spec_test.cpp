@@ -4,7 +4,7 @@
 #include "cli/engine_options.h"
 
 namespace kvserve {
-namespace {
+namespace fault_spec_test {
 
 TEST(ForwardFaultSpecTest, SinglePassesRangesAndOpenEnds) {
   auto f = ParseForwardFaultSpec("3,7-9,20-");
@@ -24,5 +24,5 @@ TEST(ForwardFaultSpecTest, MalformedSpecsAreRejected) {
   }
 }
 
-}  // namespace
+}  // namespace fault_spec_test
 }  // namespace kvserve

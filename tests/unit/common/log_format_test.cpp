@@ -6,7 +6,7 @@
 #include "common/log.h"
 
 namespace kvserve {
-namespace {
+namespace log_format_test {
 
 std::vector<nlohmann::json> JsonLines(const std::string& text) {
   std::vector<nlohmann::json> out;
@@ -53,5 +53,5 @@ TEST(LogFormatTest, UnknownLevelKeepsTheLogger) {
   EXPECT_FALSE(InitLogging({"loud", false}));
 }
 
-}  // namespace
+}  // namespace log_format_test
 }  // namespace kvserve

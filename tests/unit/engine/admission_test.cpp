@@ -14,7 +14,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace admission_test {
 
 using testing::Collect;
 using testing::Greedy;
@@ -262,5 +262,5 @@ TEST(AdmissionTest, AFailedBlockMovementFailsItsRequestsNotTheProcess) {
   EXPECT_TRUE((*engine)->VerifyCacheIntegrity(10, &stats).ok());
 }
 
-}  // namespace
+}  // namespace admission_test
 }  // namespace kvserve

@@ -10,7 +10,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace engine_test {
 
 using testing::Collect;
 using testing::Greedy;
@@ -262,5 +262,5 @@ TEST_F(EngineTest, DrainFinishesInFlightAndRefusesNew) {
   drainer.join();
 }
 
-}  // namespace
+}  // namespace engine_test
 }  // namespace kvserve

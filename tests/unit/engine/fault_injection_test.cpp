@@ -9,7 +9,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace fault_injection_test {
 
 using testing::Collect;
 using testing::LoadModel;
@@ -87,5 +87,5 @@ TEST(VerifyCacheIntegrityTest, RunsWhileRequestsAreInFlightAndAfterStop) {
   EXPECT_EQ(engine->VerifyCacheIntegrity(1).code(), StatusCode::kUnavailable);
 }
 
-}  // namespace
+}  // namespace fault_injection_test
 }  // namespace kvserve

@@ -10,7 +10,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace pins_test {
 
 using testing::Greedy;
 using testing::LoadModel;
@@ -144,5 +144,5 @@ TEST(PinsTest, OffWithoutPrefixCachingOrWithAZeroLimit) {
   EXPECT_EQ(off->PinPrefix(PinRequest(Tokens(1, 32)), kTimeout).status().code(), StatusCode::kFailedPrecondition);
 }
 
-}  // namespace
+}  // namespace pins_test
 }  // namespace kvserve

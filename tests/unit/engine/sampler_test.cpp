@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace sampler_test {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -537,5 +537,5 @@ TEST(SamplerTest, EverythingMaskedFallsBackToZero) {
   EXPECT_EQ(SampleId(sampler, {kNegInf, 5.0f}), 0);
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace kvserve

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace sampling_params_test {
 
 TEST(SamplingParamsTest, DefaultsAreValid) {
   EXPECT_TRUE(SamplingParams{}.Validate(32000).ok());
@@ -84,5 +84,5 @@ TEST(SamplingParamsTest, MessageStatesTheAllowedRange) {
   EXPECT_EQ(params.Validate(10).message(), "logprobs must be -1 (off) or in [0, 20], got 25");
 }
 
-}  // namespace
+}  // namespace sampling_params_test
 }  // namespace kvserve

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace kvserve {
-namespace scheduler_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace scheduler_test {
 
 constexpr int kBlock = 4;
 

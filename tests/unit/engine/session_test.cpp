@@ -8,7 +8,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace session_test {
 
 using testing::Greedy;
 using testing::MakeEngine;
@@ -242,5 +242,5 @@ TEST_F(SessionTest, TheCacheSnapshotNamesTheRequestAndThenItsIdleSession) {
   EXPECT_EQ(snap->blocks.seqs[0].num_tokens, static_cast<int>(turn.prompt_tokens.size()) + 300 - 1);
 }
 
-}  // namespace
+}  // namespace session_test
 }  // namespace kvserve

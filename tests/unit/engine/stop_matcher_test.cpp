@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace stop_matcher_test {
 
 struct StopRun {
   std::vector<std::string> emitted;  // per Feed
@@ -148,5 +148,5 @@ TEST(StopMatcherTest, FinishAfterStopReturnsNothing) {
   EXPECT_EQ(matcher.Finish(), "");
 }
 
-}  // namespace
+}  // namespace stop_matcher_test
 }  // namespace kvserve

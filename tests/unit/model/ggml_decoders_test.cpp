@@ -18,7 +18,7 @@
 #include "engine/model/ggml_types.h"
 
 namespace kvserve {
-namespace {
+namespace ggml_decoders_test {
 
 constexpr int kRows = 3;
 constexpr int kCols = 512;
@@ -77,5 +77,5 @@ TEST(GgmlDecoders, TypeTableKnowsTheReadOnlyTypes) {
   EXPECT_FALSE(ParseGgmlType("q5_0").has_value());  // read, never written
 }
 
-}  // namespace
+}  // namespace ggml_decoders_test
 }  // namespace kvserve

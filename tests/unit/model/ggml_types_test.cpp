@@ -17,7 +17,7 @@
 #include "common/fp16.h"
 
 namespace kvserve {
-namespace {
+namespace ggml_types_test {
 
 std::vector<float> Decode(GgmlType type, const void* bytes, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
@@ -389,5 +389,5 @@ TEST(GgmlTypesTest, KQuantEncodersUseTheirRanges) {
   }
 }
 
-}  // namespace
+}  // namespace ggml_types_test
 }  // namespace kvserve

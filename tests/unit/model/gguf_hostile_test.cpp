@@ -15,7 +15,7 @@
 #include "tests/unit/model/gguf_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace gguf_hostile_test {
 
 using namespace gguf_test;  // NOLINT(build/namespaces)
 
@@ -317,5 +317,5 @@ TEST(GgufRealModelTest, Stories260KParses) {
   EXPECT_EQ(file.data_offset() + bytes, file.file_size());
 }
 
-}  // namespace
+}  // namespace gguf_hostile_test
 }  // namespace kvserve

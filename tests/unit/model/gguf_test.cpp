@@ -11,7 +11,7 @@
 #include "tests/unit/model/gguf_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace gguf_test {
 
 using namespace gguf_test;  // NOLINT(build/namespaces)
 
@@ -389,5 +389,5 @@ TEST_F(GgufGettersTest, MissingKeysAreNotFound) {
   EXPECT_EQ(file_->Find("nope"), nullptr);
 }
 
-}  // namespace
+}  // namespace gguf_test
 }  // namespace kvserve

@@ -14,7 +14,7 @@
 #include "engine/model/gguf.h"
 
 namespace kvserve {
-namespace {
+namespace model_config_test {
 
 // The keys ReadModelConfig needs: dim 64, 2 layers, 4 heads (head dim 16), rope over 8 dims.
 GgufWriter MinimalWriter(const std::string& arch) {
@@ -144,5 +144,5 @@ TEST(ModelConfigTest, RopeFreqsOfTheWrongSizeOrSignAreRefused) {
   EXPECT_FALSE(Read(negative).ok());
 }
 
-}  // namespace
+}  // namespace model_config_test
 }  // namespace kvserve

@@ -11,7 +11,7 @@
 #include "engine/model/weights.h"
 
 namespace kvserve {
-namespace {
+namespace synthetic_test {
 
 std::unique_ptr<Model> Load(const std::string& spec) {
   auto m = Model::Load(spec);
@@ -84,5 +84,5 @@ TEST(SyntheticPresets, SamePresetSameBytes) {
   EXPECT_NE(a, MakeSyntheticGguf(o)->Serialize());
 }
 
-}  // namespace
+}  // namespace synthetic_test
 }  // namespace kvserve

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace auth_test {
 
 TEST(AuthTest, OffAcceptsEveryone) {
   ApiKeyAuth auth({});
@@ -47,5 +47,5 @@ TEST(AuthTest, EmptyKeysAreIgnored) {
   EXPECT_FALSE(auth.enabled());
 }
 
-}  // namespace
+}  // namespace auth_test
 }  // namespace kvserve

@@ -28,7 +28,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace front_ends_test {
 
 using json = nlohmann::json;
 using ::kvserve::testing::WaitFor;
@@ -378,5 +378,5 @@ TEST_F(FrontEndsTest, HealthIsAnsweredWhileARequestBodyIsHandled) {
   EXPECT_EQ(held.get(), std::optional<int>(200));
 }
 
-}  // namespace
+}  // namespace front_ends_test
 }  // namespace kvserve

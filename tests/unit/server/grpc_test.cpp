@@ -25,7 +25,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace grpc_test {
 
 using ::kvserve::testing::LoadModel;
 using ::kvserve::testing::MakeEngine;
@@ -571,5 +571,5 @@ TEST_F(GrpcTest, ChatTokenizeDetokenizeModelInfo) {
   EXPECT_EQ(unary.usage().prompt_tokens(), rendered.token_ids_size());
 }
 
-}  // namespace
+}  // namespace grpc_test
 }  // namespace kvserve

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace kvserve {
-namespace {
+namespace http_framing_test {
 
 namespace http = boost::beast::http;
 
@@ -53,5 +53,5 @@ TEST(HttpFramingTest, AmbiguousTransferEncodingsAreRefused) {
   EXPECT_EQ(StatusFor(10, {{"Transfer-Encoding", "chunked"}}), 400);
 }
 
-}  // namespace
+}  // namespace http_framing_test
 }  // namespace kvserve

@@ -9,7 +9,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace http_router_test {
 
 using json = nlohmann::json;
 
@@ -330,5 +330,5 @@ TEST_F(HttpRouterTest, SessionHeaderNamesTheSessionAndMustAgreeWithTheBody) {
   Run(*first.job);
 }
 
-}  // namespace
+}  // namespace http_router_test
 }  // namespace kvserve

@@ -18,7 +18,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace metrics_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace metrics_test {
 
 using ::kvserve::testing::Greedy;
 using ::kvserve::testing::LoadModel;

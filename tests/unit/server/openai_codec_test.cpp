@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace kvserve {
-namespace {
+namespace openai_codec_test {
 
 OpenAiRequest ParseOk(const std::string& body, ApiKind kind = ApiKind::kCompletion) {
   OpenAiRequest q;
@@ -237,5 +237,5 @@ TEST(OpenAiCodecTest, TokenizeAndDetokenize) {
   EXPECT_EQ(e.param, "tokens");
 }
 
-}  // namespace
+}  // namespace openai_codec_test
 }  // namespace kvserve

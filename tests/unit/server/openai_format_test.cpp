@@ -8,7 +8,7 @@
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace kvserve {
-namespace {
+namespace openai_format_test {
 
 using json = nlohmann::json;
 
@@ -135,5 +135,5 @@ TEST_F(OpenAiFormatTest, Errors) {
   EXPECT_EQ(Event(FormatErrorEvent(e))["error"]["code"], "model_not_found");
 }
 
-}  // namespace
+}  // namespace openai_format_test
 }  // namespace kvserve

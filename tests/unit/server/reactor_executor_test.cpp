@@ -14,7 +14,7 @@
 #include "server/grpc/reactor_executor.h"
 
 namespace kvserve {
-namespace {
+namespace reactor_executor_test {
 
 struct FakeReactor {
   std::atomic<int> reactions{0};
@@ -95,5 +95,5 @@ TEST(ReactorExecutorTest, TasksRunOneAtATimeInPostingOrder) {
   EXPECT_FALSE(overlapped);
 }
 
-}  // namespace
+}  // namespace reactor_executor_test
 }  // namespace kvserve

@@ -15,7 +15,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace chat_template_test {
 
 using Kind = ChatTemplate::Kind;
 
@@ -404,5 +404,5 @@ TEST(ChatTemplateTest, PlainTemplateRendersAGeneratedReplyBackToItsTokens) {
   }
 }
 
-}  // namespace
+}  // namespace chat_template_test
 }  // namespace kvserve

@@ -14,7 +14,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace tokenizer_detok_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace tokenizer_detok_test {
 
 using ::kvserve::testing::SharedPath;
 

@@ -18,7 +18,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace tokenizer_test {  // named, not anonymous: unity builds share one anonymous namespace
+namespace tokenizer_test {
 
 using ::kvserve::testing::SharedPath;
 

@@ -13,7 +13,7 @@
 #include "tests/test_paths.h"
 
 namespace kvserve {
-namespace {
+namespace tokenizer_vocab_test {
 
 // A small SentencePiece-style vocabulary: unk, BOS, EOS, all 256 byte tokens, a few pieces.
 Vocab TinySpmVocab() {
@@ -362,5 +362,5 @@ TEST(TinyTokenizerTest, BpeMergesByRank) {
   EXPECT_EQ(tok.Encode("ab", true), (std::vector<int32_t>{3}));  // add_bos is false
 }
 
-}  // namespace
+}  // namespace tokenizer_vocab_test
 }  // namespace kvserve

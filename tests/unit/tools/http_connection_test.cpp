@@ -15,7 +15,7 @@
 #include "tools/http_client/http_client.h"
 
 namespace kvserve::bench {
-namespace {
+namespace http_connection_test {
 
 // Accepts one connection; for each canned response, reads one request head (and the body
 // its Content-Length announces) and writes the response; then closes.
@@ -130,5 +130,5 @@ TEST(HttpConnectionTest, ReadBodyStopsWhereTheCallerLeaves) {
   EXPECT_FALSE(conn.open());
 }
 
-}  // namespace
+}  // namespace http_connection_test
 }  // namespace kvserve::bench

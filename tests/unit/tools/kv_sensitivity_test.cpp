@@ -9,7 +9,7 @@
 #include "tests/unit/backend/reference_forward.h"
 
 namespace kvserve {
-namespace {
+namespace kv_sensitivity_test {
 
 TEST(KvSensitivity, TeacherForcedLogitsMatchTheReference) {
   auto model = testing::LoadModelOrDie("synthetic:tiny:f32");
@@ -63,5 +63,5 @@ TEST(KvSensitivity, RunsOnStories260K) {
   std::printf("%s", FormatKvSensitivityReport(*report).c_str());
 }
 
-}  // namespace
+}  // namespace kv_sensitivity_test
 }  // namespace kvserve

@@ -15,7 +15,7 @@
 #include "tools/loadgen/stats.h"
 
 namespace kvserve::bench {
-namespace {
+namespace loadgen_test {
 
 // ------------------------------------------------------------------ statistics
 
@@ -404,5 +404,5 @@ TEST(BenchServeReport, ThroughputCountsOnlySuccessfulRequests) {
   EXPECT_NEAR(with_roofline.roofline->fraction, 1e3 / 90 / 100, 1e-12);
 }
 
-}  // namespace
+}  // namespace loadgen_test
 }  // namespace kvserve::bench
