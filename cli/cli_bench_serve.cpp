@@ -20,7 +20,7 @@
 #include "cli/cli.h"
 
 namespace kvserve::cli {
-namespace {
+namespace bench_serve_command {
 
 constexpr char kCommand[] = "bench-serve";
 
@@ -126,9 +126,10 @@ int RunBenchServe(BenchServeOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace bench_serve_command
 
 void RegisterBenchServeCommand(CommandRegistry& registry) {
+  using namespace bench_serve_command;
   auto o = std::make_shared<BenchServeOptions>();
   bench::BenchConfig& c = o->config;
   c.progress = isatty(STDERR_FILENO) != 0;

@@ -16,7 +16,7 @@
 #include "cli/engine_options.h"
 
 namespace kvserve::cli {
-namespace {
+namespace generate_command {
 
 constexpr char kCommand[] = "generate";
 constexpr int kTopLogprobs = 5;
@@ -181,9 +181,10 @@ int RunGenerate(const GenerateOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace generate_command
 
 void RegisterGenerateCommand(CommandRegistry& registry) {
+  using namespace generate_command;
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* sub = registry.Add(kCommand, "Generate one completion of a prompt (CPU) and stream it to stdout",
                                [o] { return RunGenerate(*o); });

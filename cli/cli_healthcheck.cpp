@@ -22,7 +22,7 @@
 #include "tools/http_client/http_client.h"
 
 namespace kvserve::cli {
-namespace {
+namespace healthcheck_command {
 
 constexpr char kCommand[] = "healthcheck";
 
@@ -67,9 +67,10 @@ int RunHealthcheck(const std::string& path) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace healthcheck_command
 
 void RegisterHealthcheckCommand(CommandRegistry& registry) {
+  using namespace healthcheck_command;
   auto path = std::make_shared<std::string>("/health");
   CLI::App* sub = registry.Add(kCommand, "Probe the local server's /health (or PATH) for a container health check "
                                          "(exit 0: HTTP 200)",

@@ -10,7 +10,7 @@
 #include "cli/cli.h"
 
 namespace kvserve::cli {
-namespace {
+namespace kv_sensitivity_command {
 
 constexpr char kCommand[] = "kv-sensitivity";
 
@@ -42,9 +42,10 @@ int RunSensitivity(const SensitivityOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace kv_sensitivity_command
 
 void RegisterKvSensitivityCommand(CommandRegistry& registry) {
+  using namespace kv_sensitivity_command;
   auto options = std::make_shared<SensitivityOptions>();
   CLI::App* sub = registry.Add(kCommand, "Which layers lose most when their KV cache is quantized",
                                [options] { return RunSensitivity(*options); });

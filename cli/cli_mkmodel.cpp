@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 
 namespace kvserve::cli {
-namespace {
+namespace mkmodel_command {
 
 constexpr char kCommand[] = "mkmodel";
 
@@ -58,9 +58,10 @@ int RunMkmodel(const MkmodelOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace mkmodel_command
 
 void RegisterMkmodelCommand(CommandRegistry& registry) {
+  using namespace mkmodel_command;
   auto o = std::make_shared<MkmodelOptions>();
   CLI::App* sub = registry.Add(kCommand, "Write a synthetic Llama-shaped model with seeded random weights to GGUF",
                                [o] { return RunMkmodel(*o); });

@@ -17,7 +17,7 @@
 #include "cli/engine_options.h"
 
 namespace kvserve::cli {
-namespace {
+namespace plan_command {
 
 constexpr char kCommand[] = "plan";
 
@@ -145,9 +145,10 @@ int RunPlan(const PlanOptions& o) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace plan_command
 
 void RegisterPlanCommand(CommandRegistry& registry) {
+  using namespace plan_command;
   auto options = std::make_shared<PlanOptions>();
   CLI::App* sub = registry.Add(kCommand, "How many sequences of a context length fit in a memory budget, per KV dtype",
                                [options] { return RunPlan(*options); });

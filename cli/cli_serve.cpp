@@ -39,7 +39,7 @@
 #include "server/api/metrics.h"
 
 namespace kvserve::cli {
-namespace {
+namespace serve_command {
 
 constexpr char kCommand[] = "serve";
 
@@ -330,9 +330,10 @@ void AddEnvironmentNames(CLI::App* sub) {
   }
 }
 
-}  // namespace
+}  // namespace serve_command
 
 void RegisterServeCommand(CommandRegistry& registry) {
+  using namespace serve_command;
   auto o = std::make_shared<ServeOptions>();
   o->app = &registry.app();
   CLI::App* sub = registry.Add(kCommand, "Serve the OpenAI-compatible HTTP API, gRPC and Prometheus metrics",

@@ -34,7 +34,7 @@
 #include "tools/soak/soak_workload.h"
 
 namespace kvserve::cli {
-namespace {
+namespace soak_command {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -302,9 +302,10 @@ int RunSoak(const SoakOptions& o, const std::string& command_line) {
   return all ? kExitOk : kExitRuntimeError;
 }
 
-}  // namespace
+}  // namespace soak_command
 
 void RegisterSoakCommand(CommandRegistry& registry) {
+  using namespace soak_command;
   auto o = std::make_shared<SoakOptions>();
   auto command_line = std::make_shared<std::string>();
   CLI::App* sub = registry.Add(kCommand, "Soak test: a long mixed workload with disconnecting clients against kvserve "

@@ -13,7 +13,6 @@ namespace {
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 constexpr double kStallSeconds = 30.0;
 constexpr double kMaxFaultCooldownSeconds = 60.0;

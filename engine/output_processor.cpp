@@ -8,10 +8,6 @@
 #include "common/log.h"
 
 namespace kvserve {
-namespace {
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
-
 // Sequence's constructor and destructor live here, where SequenceOutput is complete.
 Sequence::Sequence() = default;
 Sequence::~Sequence() = default;

@@ -33,6 +33,7 @@
 namespace kvserve {
 
 using Clock = std::chrono::steady_clock;
+inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct Request;
 struct SequenceOutput;  // output_processor.h

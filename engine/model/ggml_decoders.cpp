@@ -15,7 +15,6 @@ namespace kvserve {
 namespace {
 
 constexpr int kBlockValues = 32;
-constexpr int kSuperBlockValues = 256;
 
 #pragma pack(push, 1)
 struct BlockQ4_1 {
@@ -97,7 +96,7 @@ void IntegersQ5(const Block* blocks, int64_t n, int8_t* q, float* scale, float* 
 // half of 128 values reads 32 bytes of qs; its sub-block 2s + t (s < 4 the bit pair, t the
 // 16-byte half of those 32 bytes) takes bits 2s..2s+1.
 void IntegersQ2K(const BlockQ2_K* blocks, int64_t n, int8_t* q, float* scale, float* offset) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockQ2_K& b = blocks[i];
     const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
     const uint8_t* sc = b.scales;
@@ -119,7 +118,7 @@ void IntegersQ2K(const BlockQ2_K* blocks, int64_t n, int8_t* q, float* scale, fl
 // 12 bytes: scale j's low 4 bits are nibble j of bytes 0..7, its top 2 bits bits 2(j/4).. of
 // byte 8 + j % 4.
 void IntegersQ3K(const BlockQ3_K* blocks, int64_t n, int8_t* q, float* scale) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockQ3_K& b = blocks[i];
     const float d = F16ToF32(b.d);
     int is = 0;
@@ -154,7 +153,7 @@ void IntegersIq4Nl(const BlockIq4Nl* blocks, int64_t n, int8_t* q, float* scale)
 
 // IQ4_XS: 8 IQ4_NL-like sub-blocks of 32 sharing d, each with a 6-bit scale (minus 32).
 void IntegersIq4Xs(const BlockIq4Xs* blocks, int64_t n, int8_t* q, float* scale) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockIq4Xs& b = blocks[i];
     const float d = F16ToF32(b.d);
     for (int s = 0; s < 8; ++s, q += kBlockValues) {
@@ -198,7 +197,7 @@ void DecodeIntegers(GgmlType type, const void* src, int64_t n, int8_t* q, float*
 }
 
 void SuperBlockScales(GgmlType type, const void* src, int64_t n, float* d, float* dmin) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     if (type == GgmlType::kQ2_K) {
       d[i] = F16ToF32(static_cast<const BlockQ2_K*>(src)[i].d);
       dmin[i] = F16ToF32(static_cast<const BlockQ2_K*>(src)[i].dmin);
@@ -217,11 +216,11 @@ bool DecodeReadOnlyType(GgmlType type, const void* src, float* dst, int64_t n) {
   // embedding lookup decodes a row per token.
   const int block_values = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_values;
   const size_t block_bytes = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_bytes;
-  int8_t q[kSuperBlockValues];
-  float scale[kSuperBlockValues / 16], offset[kSuperBlockValues / 16];
+  int8_t q[kGgmlSuperBlockValues];
+  float scale[kGgmlSuperBlockValues / 16], offset[kGgmlSuperBlockValues / 16];
   const auto* bytes = static_cast<const uint8_t*>(src);
-  for (int64_t done = 0; done < n; done += kSuperBlockValues) {
-    const int64_t m = std::min<int64_t>(kSuperBlockValues, n - done);
+  for (int64_t done = 0; done < n; done += kGgmlSuperBlockValues) {
+    const int64_t m = std::min<int64_t>(kGgmlSuperBlockValues, n - done);
     DecodeIntegers(type, bytes + done / block_values * block_bytes, m, q, scale, offset);
     for (int64_t k = 0; k < m; ++k) {
       const int64_t g = k / form->group;

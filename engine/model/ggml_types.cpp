@@ -71,7 +71,6 @@ namespace {
 
 constexpr int kQ8_0Values = 32;
 constexpr int kQ4_0Values = 32;
-constexpr int kSuperBlockValues = 256;  // Q4_K, Q5_K and Q6_K
 
 // The smallest f16 that is >= v (v finite and >= 0): a scale rounded this way never shrinks
 // the range it has to cover.
@@ -181,9 +180,9 @@ void DequantizeScaleMinBlock(uint16_t d16, uint16_t dmin16, const uint8_t* scale
 }
 
 void DequantizeQ4K(const BlockQ4_K* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockQ4_K& b = blocks[i];
-    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, nullptr, dst + i * kSuperBlockValues);
+    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, nullptr, dst + i * kGgmlSuperBlockValues);
   }
 }
 
@@ -236,8 +235,8 @@ void QuantizeQ4KBlock(const float* x, BlockQ4_K* b) {
 }
 
 void QuantizeQ4K(const float* src, BlockQ4_K* blocks, int64_t n) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
-    QuantizeQ4KBlock(src + i * kSuperBlockValues, &blocks[i]);
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
+    QuantizeQ4KBlock(src + i * kGgmlSuperBlockValues, &blocks[i]);
   }
 }
 
@@ -247,9 +246,9 @@ void QuantizeQ4K(const float* src, BlockQ4_K* blocks, int64_t n) {
 // 64c + 32 + l from bit 2c + 1.
 
 void DequantizeQ5K(const BlockQ5_K* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockQ5_K& b = blocks[i];
-    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, b.qh, dst + i * kSuperBlockValues);
+    DequantizeScaleMinBlock(b.d, b.dmin, b.scales, b.qs, b.qh, dst + i * kGgmlSuperBlockValues);
   }
 }
 
@@ -261,14 +260,14 @@ void DequantizeQ5K(const BlockQ5_K* blocks, float* dst, int64_t n) {
 // qh[32h + l].
 
 void DequantizeQ6K(const BlockQ6_K* blocks, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
     const BlockQ6_K& b = blocks[i];
     const float d = F16ToF32(b.d);
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = b.ql + 64 * h;
       const uint8_t* qh = b.qh + 32 * h;
       const int8_t* sc = b.scales + 8 * h;
-      float* y = dst + i * kSuperBlockValues + 128 * h;
+      float* y = dst + i * kGgmlSuperBlockValues + 128 * h;
       for (int l = 0; l < 32; ++l) {
         const int is = l / 16;
         const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
@@ -302,7 +301,7 @@ void QuantizeQ6KBlock(const float* x, BlockQ6_K* b) {
   }
   std::fill(std::begin(b->ql), std::end(b->ql), 0);
   std::fill(std::begin(b->qh), std::end(b->qh), 0);
-  for (int v = 0; v < kSuperBlockValues; ++v) {
+  for (int v = 0; v < kGgmlSuperBlockValues; ++v) {
     const float ds = d * b->scales[v / 16];
     const long q = ds > 0 ? std::clamp(std::lround(x[v] / ds), -32L, 31L) : 0;
     const int u = static_cast<int>(q) + 32;  // 0..63
@@ -314,8 +313,8 @@ void QuantizeQ6KBlock(const float* x, BlockQ6_K* b) {
 }
 
 void QuantizeQ6K(const float* src, BlockQ6_K* blocks, int64_t n) {
-  for (int64_t i = 0; i < n / kSuperBlockValues; ++i) {
-    QuantizeQ6KBlock(src + i * kSuperBlockValues, &blocks[i]);
+  for (int64_t i = 0; i < n / kGgmlSuperBlockValues; ++i) {
+    QuantizeQ6KBlock(src + i * kGgmlSuperBlockValues, &blocks[i]);
   }
 }
 

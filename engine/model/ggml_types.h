@@ -14,6 +14,8 @@
 
 namespace kvserve {
 
+inline constexpr int kGgmlSuperBlockValues = 256;  // the K types' and IQ4_XS's super-block
+
 enum class GgmlType : uint32_t {
   kF32 = 0,
   kF16 = 1,

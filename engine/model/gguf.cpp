@@ -20,7 +20,6 @@
 namespace kvserve {
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 // Smallest encodings: a key/value is a key length, a type and a 1-byte value; a tensor info
 // is a name length, n_dims, one dim, a type and an offset.
 constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
@@ -391,7 +390,7 @@ Status GgufFile::Parse() {
   Reader r(data_, size_);
   uint32_t magic = 0;
   RETURN_IF_ERROR(r.Read(&magic, "magic"));
-  if (magic != kMagic) return InvalidArgumentError("not a GGUF file (bad magic " + Hex(magic) + ")");
+  if (magic != kGgufMagic) return InvalidArgumentError("not a GGUF file (bad magic " + Hex(magic) + ")");
   RETURN_IF_ERROR(r.Read(&version_, "version"));
   RETURN_IF_ERROR(CheckVersion(version_));
   uint64_t tensor_count = 0, kv_count = 0;

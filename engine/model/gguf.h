@@ -25,6 +25,7 @@
 
 namespace kvserve {
 
+inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 inline constexpr uint64_t kGgufDefaultAlignment = 32;
 inline constexpr uint64_t kGgufMaxAlignment = uint64_t{1} << 20;  // larger: rejected
 inline constexpr int kGgufMaxArrayDepth = 8;             // arrays nested deeper: rejected

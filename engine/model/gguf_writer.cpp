@@ -19,7 +19,6 @@
 namespace kvserve {
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kWriterVersion = 3;
 
 // Appends little-endian encodings to a string (the host is little-endian: x86-64, aarch64).
@@ -260,7 +259,7 @@ void GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<uint64_t
 std::string GgufWriter::EncodeHeader() const {
   std::string header;
   ByteAppender out(&header);
-  out.Put(kMagic);
+  out.Put(kGgufMagic);
   out.Put(kWriterVersion);
   out.Put(static_cast<uint64_t>(tensors_.size()));
   out.Put(static_cast<uint64_t>(values_.size()));

@@ -73,14 +73,14 @@ std::string DecodeByteAlphabet(std::string_view text, const std::array<int, 512>
   return out;
 }
 
-struct Symbol {
+struct BpeSymbol {
   int prev;
   int next;
   size_t begin;  // in the mapped word
   size_t len;
 };
 
-struct Bigram {
+struct BpeBigram {
   int left;
   int right;
   int32_t rank;
@@ -88,8 +88,8 @@ struct Bigram {
 };
 
 // Lowest rank first; on equal ranks the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct BpeBigramOrder {
+  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
 };
@@ -174,7 +174,7 @@ std::vector<int32_t> BpeTokenizer::EncodeFragments(std::string_view text, std::s
 void BpeTokenizer::EncodeWord(std::string_view word, std::string* mapped,
                               std::vector<int32_t>* out) const {
   mapped->clear();
-  std::vector<Symbol> symbols;
+  std::vector<BpeSymbol> symbols;
   symbols.reserve(word.size());
   for (size_t i = 0; i < word.size(); ++i) {
     const std::string& unit = byte_to_unit_[static_cast<unsigned char>(word[i])];
@@ -195,11 +195,11 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::string* mapped,
   }
 
   std::string key;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramOrder> queue;
   auto add_bigram = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[left];
-    const Symbol& r = symbols[right];
+    const BpeSymbol& l = symbols[left];
+    const BpeSymbol& r = symbols[right];
     const int32_t rank =
         MergeRank(text.substr(l.begin, l.len), text.substr(r.begin, r.len), &key);
     if (rank < 0) return;
@@ -208,10 +208,10 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::string* mapped,
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram bigram = queue.top();
+    const BpeBigram bigram = queue.top();
     queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
+    BpeSymbol& left = symbols[bigram.left];
+    BpeSymbol& right = symbols[bigram.right];
     if (left.len == 0 || right.len == 0 || left.len + right.len != bigram.size) continue;
     left.len += right.len;
     right.len = 0;

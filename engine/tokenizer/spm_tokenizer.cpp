@@ -63,14 +63,14 @@ int ParseByteToken(std::string_view text) {
 
 // A run of the escaped text; merged symbols absorb their right neighbour (len grows, the
 // neighbour's len becomes 0). prev/next link the live symbols.
-struct Symbol {
+struct SpmSymbol {
   int prev;
   int next;
   size_t begin;
   size_t len;
 };
 
-struct Bigram {
+struct SpmBigram {
   int left;
   int right;
   float score;
@@ -78,8 +78,8 @@ struct Bigram {
 };
 
 // Highest score first; on equal scores the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct SpmBigramOrder {
+  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -153,7 +153,7 @@ void SpmTokenizer::EncodeFragment(std::string_view raw, std::vector<int32_t>* ou
   }
   if (text.empty()) return;
 
-  std::vector<Symbol> symbols;
+  std::vector<SpmSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t offset = 0; offset < text.size();) {
     const size_t len = CharLength(std::string_view(text).substr(offset));
@@ -162,7 +162,7 @@ void SpmTokenizer::EncodeFragment(std::string_view raw, std::vector<int32_t>* ou
     symbols.push_back({index - 1, offset == text.size() ? -1 : index + 1, offset - len, len});
   }
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  std::priority_queue<SpmBigram, std::vector<SpmBigram>, SpmBigramOrder> queue;
   auto try_add_bigram = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const size_t size = symbols[left].len + symbols[right].len;
@@ -173,10 +173,10 @@ void SpmTokenizer::EncodeFragment(std::string_view raw, std::vector<int32_t>* ou
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram bigram = queue.top();
+    const SpmBigram bigram = queue.top();
     queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
+    SpmSymbol& left = symbols[bigram.left];
+    SpmSymbol& right = symbols[bigram.right];
     // Skip pairs that no longer exist (one side merged away, or the right side grew).
     if (left.len == 0 || right.len == 0 || left.len + right.len != bigram.size) continue;
     left.len += right.len;

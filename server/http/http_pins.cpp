@@ -32,7 +32,7 @@ nlohmann::json PinJson(const PinnedPrefix& p) {
           {"bytes", p.bytes}};
 }
 
-HttpReply JsonReply(const nlohmann::json& body) {
+HttpReply PinJsonReply(const nlohmann::json& body) {
   HttpReply reply;
   reply.body = body.dump();
   reply.headers.emplace_back("Cache-Control", "no-store");
@@ -50,14 +50,14 @@ HttpReply HttpRouter::Pins(const HttpRequestInfo& request, std::string_view pin_
   if (request.method == "DELETE") {
     const Status unpinned = engine.Unpin(tenant, std::string(pin_id), kListTimeoutSeconds);
     if (!unpinned.ok()) return StatusError(unpinned);
-    return JsonReply({{"id", pin_id}, {"object", "cache.pin"}, {"deleted", true}});
+    return PinJsonReply({{"id", pin_id}, {"object", "cache.pin"}, {"deleted", true}});
   }
   if (request.method == "GET") {
     StatusOr<PinList> list = engine.ListPins(tenant, kListTimeoutSeconds);
     if (!list.ok()) return StatusError(list.status());
     nlohmann::json data = nlohmann::json::array();
     for (const PinnedPrefix& p : list->pins) data.push_back(PinJson(p));
-    return JsonReply({{"object", "list"},
+    return PinJsonReply({{"object", "list"},
                       {"data", std::move(data)},
                       {"pinned_bytes", list->pinned_bytes},
                       {"max_pinned_bytes", list->max_pinned_bytes}});
@@ -72,7 +72,7 @@ HttpReply HttpRouter::Pins(const HttpRequestInfo& request, std::string_view pin_
   if (!builder_.BuildPin(q, Caller{tenant, request.session_id}, &pin_request, &error)) return ErrorReply(error);
   StatusOr<PinnedPrefix> pin = engine.PinPrefix(std::move(pin_request), kPinTimeoutSeconds);
   if (!pin.ok()) return StatusError(pin.status(), pin.status().code() == StatusCode::kInvalidArgument ? "prompt" : "");
-  return JsonReply(PinJson(*pin));
+  return PinJsonReply(PinJson(*pin));
 }
 
 }  // namespace kvserve
