@@ -67,6 +67,7 @@ struct GrpcCallInfo {
   std::string peer;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::weak_ptr<ReactorExecutor> executor;  // the service's; gone once the service is
+  std::shared_ptr<const int> in_flight;      // the service's count of running generation calls
 };
 
 // grpc::Status for a kvserve Status (code via server/error_mapping).

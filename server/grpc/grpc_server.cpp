@@ -17,8 +17,9 @@
 //
 // Health: SERVING for "" and "kvserve.v1.Generation" while ServerContext::Ready(), else
 // NOT_SERVING; a watcher thread re-reads readiness every 100 ms. Shutdown() marks both
-// NOT_SERVING for good, stops accepting calls and gives running ones `grace_seconds` before
-// cancelling them (which aborts their engine requests).
+// NOT_SERVING for good, refuses new generation calls, waits up to `grace_seconds` for the
+// running ones, then stops accepting calls and cancels what is left at that deadline (which
+// aborts their engine requests).
 //
 // Threads: handlers and reactions run on gRPC's threads, listeners on the engine thread
 // (they post to the service's ReactorExecutor, whose thread drains the streams and starts
@@ -29,6 +30,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <limits>
 #include <fmt/format.h>
@@ -198,6 +200,18 @@ class GenerationService final : public GenerationServiceBase {
         });
   }
 
+  // Shutdown's first phase: new generation calls are refused, and this waits until the
+  // running ones have finished (each reactor holds a copy of `in_flight_` until its OnDone) or
+  // `deadline` has passed. Returns whether any was running.
+  bool DrainGenerationCalls(std::chrono::system_clock::time_point deadline) {
+    draining_ = true;
+    const bool any = in_flight_.use_count() > 1;
+    while (in_flight_.use_count() > 1 && std::chrono::system_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return any;
+  }
+
  private:
   static std::string SessionHeader(grpc::CallbackServerContext* call) {
     const auto& metadata = call->client_metadata();
@@ -229,6 +243,7 @@ class GenerationService final : public GenerationServiceBase {
   StatusOr<std::shared_ptr<RequestStream>> Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& bytes) {
     Caller caller;
     RETURN_IF_ERROR(Authenticate(call, &caller.tenant));
+    if (draining_) return UnavailableError("the server is shutting down");
     Request request;
     if (grpc::Status parsed = ParseMessage(bytes, &request); !parsed.ok()) {
       ctx_->CountRejected();
@@ -254,6 +269,7 @@ class GenerationService final : public GenerationServiceBase {
     info.method = method;
     info.peer = call->peer();
     info.executor = executor_;
+    info.in_flight = in_flight_;
     return info;
   }
 
@@ -328,6 +344,8 @@ class GenerationService final : public GenerationServiceBase {
   // so that a long prefill does not hold up listing or deleting pins.
   ReactorExecutor pin_worker_;
   ReactorExecutor pin_admin_;
+  const std::shared_ptr<const int> in_flight_ = std::make_shared<const int>(0);
+  std::atomic<bool> draining_{false};
 };
 
 class GrpcServerImpl final : public GrpcServer {
@@ -371,6 +389,10 @@ class GrpcServerImpl final : public GrpcServer {
     if (health_ != nullptr) health_->Shutdown();  // NOT_SERVING for good
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::microseconds(static_cast<int64_t>(std::max(grace_seconds, 0.0) * 1e6));
+    // The running generation calls finish first, and their clients get a moment to read the
+    // last frames: gRPC closes the connections as soon as its calls are done, and a client
+    // still reading then lost its stream's end ("Broken pipe"; rare, seen under a loaded ctest).
+    if (service_.DrainGenerationCalls(deadline)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     server_->Shutdown(deadline);  // refuses new calls; cancels the rest at the deadline
     server_->Wait();
   }
