@@ -103,6 +103,9 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     Profiler::ThreadCpuScope profile(shared_->ctx->profiler, ProfileOp::kNetworkWrite);
     GenerationJob::Output out = job_->Poll();
     if (out.reply) {
+      // The whole response: a client that reads it and hangs up before the write's completion
+      // runs completed its request (OnWatch), it did not abandon it.
+      job_finished_ = out.finished;
       WriteReply(std::move(*out.reply));
       return;
     }

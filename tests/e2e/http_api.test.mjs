@@ -162,6 +162,23 @@ describe('kvserve HTTP API', () => {
     assert.equal((await completion(server.url, { max_tokens: 2 }, auth)).status, 200);
   });
 
+  test('clients that hang up as soon as they have the whole reply are logged as completed', async () => {
+    const gone = () => server.log().split('client_gone=yes').length - 1;
+    const logged = () => server.log().split('route=/v1/completions').length - 1;
+    const goneBefore = gone(), loggedBefore = logged();
+    for (let i = 0; i < 40; ++i) {
+      // Non-streaming and streaming: the socket is destroyed the moment the last byte arrives.
+      const stream = i % 2 === 1;
+      const socket = await rawRequest(server.port, httpPost('/v1/completions', {
+        model: MODEL_ID, prompt: PROMPT, max_tokens: 3, stream,
+      }, 'Authorization: Bearer sk-e2e\r\n'), stream ? '0\r\n\r\n' : '"total_tokens"');
+      assert.match(socket.received, /^HTTP\/1\.1 200 /);
+      socket.destroy();
+    }
+    await pollUntil(() => logged() >= loggedBefore + 40, { timeoutMs: 10000, what: 'the access log lines' });
+    assert.equal(gone() - goneBefore, 0, 'a completed request was logged as abandoned (499)');
+  });
+
   test('tokenize / detokenize round trip; models list', async () => {
     const t = await postJson(`${server.url}/tokenize`, { prompt: PROMPT }, auth);
     assert.equal(t.status, 200);
