@@ -359,6 +359,8 @@ void RegisterServeCommand(CommandRegistry& registry) {
   sub->add_option("--tls-key-file", s.tls.key_file, "PEM private key of --tls-cert-file");
   sub->add_option("--tls-client-ca-file", s.tls.client_ca_file, "PEM CA certificates: require clients (HTTPS and "
                                                                "gRPC) to present a certificate they signed (mutual TLS)");
+  sub->add_flag("--allow-client-priority", s.allow_client_priority,
+                "Honour the priority field of requests (off: a non-zero priority is refused with 400)");
   sub->add_flag("--protect-observability", s.protect_observability, "Require the API key for /health, /ready "
                                                                      "and /metrics too");
   sub->add_option("--shutdown-grace", s.shutdown_grace_seconds, "Seconds in-flight requests get after SIGTERM")

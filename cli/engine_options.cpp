@@ -184,6 +184,12 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
       ->check(CLI::Range(0, 1 << 24));
   app->add_option("--chat-sinks", f->chat_sinks, "Sink tokens a windowed session keeps at its start")
       ->check(CLI::Range(0, 1 << 16));
+  app->add_option("--chat-max-prompt", f->chat_max_prompt,
+                  "Longest prompt (the re-sent history) a windowed session accepts, in tokens (0 = 8 x max-model-len)")
+      ->check(CLI::Range(0, 1 << 30));
+  app->add_option("--session-busy-wait", f->session_busy_wait,
+                  "Seconds a turn waits for its session's running request to end before it gets 409")
+      ->check(CLI::Range(0.0, 60.0));
   app->add_option("--session-ttl", f->session_ttl, "Seconds an idle chat session is kept")
       ->check(CLI::Range(0.0, 1e9));
   app->add_option("--max-sessions", f->max_sessions, "Chat sessions kept in all")->check(CLI::Range(1, 1 << 24));
@@ -210,7 +216,9 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   c.enable_prefix_caching = f.prefix_caching;
   c.chat_window_tokens = f.chat_window;
   c.chat_sink_tokens = f.chat_sinks;
+  c.chat_max_prompt_tokens = f.chat_max_prompt;
   c.session_ttl_seconds = f.session_ttl;
+  c.session_busy_wait_seconds = f.session_busy_wait;
   c.max_sessions = f.max_sessions;
   c.max_sessions_per_tenant = f.max_sessions_per_key;
   c.kv.num_layers = mc.num_layers;

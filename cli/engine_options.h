@@ -71,7 +71,9 @@ struct EngineFlags {
   int64_t max_pinned_memory = -1;     // bytes pinned prefixes may hold; -1: a quarter of the KV cache
   int chat_window = 0;                // tokens; 0: sessions are not windowed
   int chat_sinks = 4;
+  int chat_max_prompt = 0;            // tokens a windowed session's prompt may have; 0: 8 x max-model-len
   double session_ttl = 600;
+  double session_busy_wait = 2;       // seconds a turn waits for its session's running request
   int max_sessions = 256;
   int max_sessions_per_key = 64;
   std::string preempt = "recompute";  // or "swap" (needs --host-offload-memory)

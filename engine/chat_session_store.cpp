@@ -6,9 +6,13 @@
 
 namespace kvserve {
 
-ChatSessionStore::ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache,
+ChatSessionStore::ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache, const Tokenizer* tokenizer,
                                    std::function<SeqId()> next_seq_id, ByteMover mover)
-    : config_(config), cache_(cache), next_seq_id_(std::move(next_seq_id)), mover_(std::move(mover)) {}
+    : config_(config),
+      cache_(cache),
+      tokenizer_(tokenizer),
+      next_seq_id_(std::move(next_seq_id)),
+      mover_(std::move(mover)) {}
 
 bool ChatSessionStore::TruncateCache(SeqId seq, int num_tokens) {
   if (num_tokens >= cache_->table(seq).num_tokens()) return true;
@@ -30,6 +34,7 @@ void ChatSessionStore::ReleaseCache(ChatSession* s, bool count_eviction) {
   s->has_cache = false;
   s->swapped = false;
   s->tokens.clear();
+  s->generated.clear();
   s->num_evicted = 0;
 }
 
@@ -71,15 +76,8 @@ Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id
   seq->window = config_.window;
   if (!s.has_cache) return OkStatus();
 
-  // Longest reusable prefix: the stored tokens that the new prompt repeats, minus one token
-  // so the step has logits to sample from.
-  const std::vector<int32_t>& prompt = seq->tokens;
-  size_t common = 0;
-  while (common < s.tokens.size() && common < prompt.size() && s.tokens[common] == prompt[common]) ++common;
-  int reuse = static_cast<int>(std::min(common, prompt.size() - 1));
-  // Under a window the cache no longer holds the evicted tokens: only an exact continuation of
-  // the whole history can reuse it.
-  if (s.num_evicted > 0 && common < s.tokens.size()) reuse = 0;
+  HistoryReuse match;
+  const int reuse = PlanReuse(s, *seq, &match);
   if (reuse <= 0) {
     ReleaseCache(&s, false);
     return OkStatus();
@@ -92,17 +90,51 @@ Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id
     }
     s.swapped = false;
   }
-  if (!TruncateCache(s.cache_seq, reuse - s.num_evicted)) {
+  const int num_evicted = reuse >= SinkSpan() + s.num_evicted ? s.num_evicted : 0;
+  if (!TruncateCache(s.cache_seq, reuse - num_evicted)) {
     ReleaseCache(&s, false);
     return OkStatus();
   }
+  // The history as generated up to the match, then what the prompt adds.
+  std::vector<int32_t> tokens(s.tokens.begin(), s.tokens.begin() + match.keep);
+  tokens.insert(tokens.end(), seq->tokens.begin() + match.resume, seq->tokens.end());
+  seq->tokens = std::move(tokens);
+  seq->prompt_len = static_cast<int>(seq->tokens.size());
+  std::erase_if(s.generated, [&](const TokenRange& r) { return r.begin >= match.keep; });
+  if (!s.generated.empty()) s.generated.back().end = std::min(s.generated.back().end, match.keep);
+  s.tokens.clear();
   cache_->Rename(s.cache_seq, seq->id);
   s.has_cache = false;
   seq->holds_cache = true;
   seq->num_computed = reuse;
-  seq->num_evicted = s.num_evicted;
-  seq->request->usage.cached_prompt_tokens = reuse;
+  seq->num_evicted = num_evicted;
   return OkStatus();
+}
+
+int ChatSessionStore::PlanReuse(const ChatSession& s, const Sequence& seq, HistoryReuse* match) const {
+  const std::span<const int32_t> prompt(seq.tokens);
+  *match = MatchHistory(s.tokens, s.generated, prompt, *tokenizer_);
+  auto new_len = [&] { return match->keep + static_cast<int>(prompt.size()) - match->resume; };
+  if (!config_.window.sliding() && config_.max_model_len > 0 && new_len() > static_cast<int>(prompt.size()) &&
+      new_len() >= config_.max_model_len) {
+    // The history's own tokens would leave no room to generate: reuse the exact prefix only.
+    int common = 0;
+    while (common < match->keep && s.tokens[static_cast<size_t>(common)] == prompt[static_cast<size_t>(common)]) {
+      ++common;
+    }
+    *match = {common, common};
+  }
+  // One token at least is computed, so the step has logits to sample from.
+  int reuse = std::min(match->keep, new_len() - 1);
+  // The window evicted the history's tokens [sink, sink + num_evicted): a match that ends
+  // past them reuses the cache as it is, one that ends inside them only the sink blocks.
+  if (s.num_evicted > 0 && reuse < SinkSpan() + s.num_evicted) reuse = std::min(reuse, SinkSpan());
+  return reuse;
+}
+
+int ChatSessionStore::SinkSpan() const {
+  const int bs = cache_->block_size();
+  return (config_.window.sink_tokens + bs - 1) / bs * bs;
 }
 
 void ChatSessionStore::Detach(const std::string& tenant, const std::string& id, Sequence* seq) {
@@ -113,6 +145,7 @@ void ChatSessionStore::Detach(const std::string& tenant, const std::string& id, 
     return;
   }
   ChatSession& s = it->second;
+  std::vector<TokenRange> generated = std::move(s.generated);  // of the history seq continued
   ReleaseCache(&s, false);
   s.in_use = false;
   s.last_used = Clock::now();
@@ -127,15 +160,23 @@ void ChatSessionStore::Detach(const std::string& tenant, const std::string& id, 
   s.has_cache = true;
   s.tokens.assign(seq->tokens.begin(), seq->tokens.begin() + seq->num_computed);
   s.num_evicted = seq->num_evicted;
+  if (seq->num_computed > seq->prompt_len) generated.push_back({seq->prompt_len, seq->num_computed});
+  s.generated = std::move(generated);
+  if (cache_->IsSwapped(s.cache_seq)) {
+    // Preempted to the host tier: it stays there; the next turn swaps it in and trims it.
+    s.swapped = true;
+    return;
+  }
   // Slots reserved by a step that failed were never computed: give them back.
   if (!TruncateCache(s.cache_seq, seq->cache_position())) ReleaseCache(&s, false);
 }
 
-void ChatSessionStore::Drop(const std::string& tenant, const std::string& id) {
+bool ChatSessionStore::Drop(const std::string& tenant, const std::string& id) {
   auto it = sessions_.find(Key(tenant, id));
-  if (it == sessions_.end() || it->second.in_use) return;
+  if (it == sessions_.end() || it->second.in_use) return false;
   ReleaseCache(&it->second, true);
   sessions_.erase(it);
+  return true;
 }
 
 bool ChatSessionStore::ReclaimOne() {
@@ -145,6 +186,12 @@ bool ChatSessionStore::ReclaimOne() {
     if (lru == nullptr || s.last_used < lru->last_used) lru = &s;
   }
   if (lru == nullptr) return false;
+  if (std::optional<KvCacheManager::SwapPlan> plan = cache_->SwapOut(lru->cache_seq)) {
+    if (mover_.swap(*plan, /*to_host=*/true).ok()) {
+      lru->swapped = true;
+      return true;
+    }
+  }
   ReleaseCache(lru, true);
   return true;
 }

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "cache/kv_cache_manager.h"
+#include "engine/history_match.h"
 #include "engine/sequence.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
 
@@ -29,12 +31,16 @@ struct ChatSessionConfig {
   int max_per_tenant = 64;
   double ttl_seconds = 600;
   WindowPolicy window;  // applied to every session's sequence
+  int max_model_len = 0;  // without a window, a continued prompt stays shorter than this
 };
 
 struct ChatSession {
   std::string id;
   std::string tenant;
   std::vector<int32_t> tokens;  // tokens whose KV the cache holds (with any evicted ones)
+  // The ranges of `tokens` that the model generated (its replies, as generated). While a
+  // request uses the session: those of the history it continues.
+  std::vector<TokenRange> generated;
   int num_evicted = 0;
   SeqId cache_seq = 0;          // valid when has_cache
   bool has_cache = false;
@@ -51,21 +57,25 @@ class ChatSessionStore {
     std::function<Status(const KvCacheManager::SwapPlan&, bool to_host)> swap;
     std::function<Status(std::span<const std::pair<BlockId, BlockId>>)> copy;
   };
-  // `next_seq_id` hands out fresh cache sequence ids.
-  ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache,
+  // `next_seq_id` hands out fresh cache sequence ids; `tokenizer` reads the texts that
+  // MatchHistory compares.
+  ChatSessionStore(const ChatSessionConfig& config, KvCacheManager* cache, const Tokenizer* tokenizer,
                    std::function<SeqId()> next_seq_id, ByteMover mover);
 
   // Prepares `seq` (a new request's first choice) to continue tenant's session `id`: creates
   // the session if needed (dropping least recently used ones beyond the limits), and gives
-  // the sequence the session's cache for the longest reusable prefix of its prompt. Fails
+  // the sequence the session's cache for what its prompt repeats of the history
+  // (MatchHistory): the sequence's tokens become the history's, as generated, up to there, then
+  // the rest of the prompt; `prompt_len` and `num_computed` follow. Fails
   // with FAILED_PRECONDITION if another request is using the session, RESOURCE_EXHAUSTED when
   // every session slot is busy.
   [[nodiscard]] Status Attach(const std::string& tenant, const std::string& id, Sequence* seq);
   // Takes back the cache of `seq` (the session's request finished, failed or was aborted).
   void Detach(const std::string& tenant, const std::string& id, Sequence* seq);
-  // Drops a session and frees its cache (no-op when unknown or in use).
-  void Drop(const std::string& tenant, const std::string& id);
-  // Frees the cache of the least recently used idle session; false when none holds one.
+  // Drops a session and frees its cache; false when unknown or in use.
+  bool Drop(const std::string& tenant, const std::string& id);
+  // Moves the least recently used idle session's cache to the host tier, or frees it when
+  // there is no room there; false when no idle session holds device blocks.
   bool ReclaimOne();
   // Applies the TTL: offloads or drops idle sessions.
   void Expire(Clock::time_point now);
@@ -82,6 +92,9 @@ class ChatSessionStore {
   // The map key of (tenant, id): unambiguous for any bytes in either.
   static std::string Key(const std::string& tenant, const std::string& id);
   void ReleaseCache(ChatSession* s, bool count_eviction);
+  // How many of the history's tokens `seq` reuses (0: none), with the match it follows.
+  int PlanReuse(const ChatSession& s, const Sequence& seq, HistoryReuse* match) const;
+  int SinkSpan() const;  // the window's sink tokens, in whole blocks
   // Cuts the cache of `seq` to `num_tokens` positions; false if that needed a block copy for
   // which there was no room (the cache is then unchanged).
   bool TruncateCache(SeqId seq, int num_tokens);
@@ -90,6 +103,7 @@ class ChatSessionStore {
 
   ChatSessionConfig config_;
   KvCacheManager* cache_;
+  const Tokenizer* tokenizer_;
   std::function<SeqId()> next_seq_id_;
   ByteMover mover_;
   std::unordered_map<std::string, ChatSession> sessions_;  // by Key(tenant, id)

@@ -74,6 +74,12 @@ struct EngineConfig {
   // Chat sessions.
   int chat_window_tokens = 0;         // 0: no sliding window (sessions limited by max_model_len)
   int chat_sink_tokens = 4;
+  // The longest prompt (the whole re-sent history) a windowed session accepts; 0: 8 times the
+  // context length (max_model_len or the model's). Without a window, max_model_len is the limit.
+  int chat_max_prompt_tokens = 0;
+  // A turn that finds its session busy waits this long for the request using it to end
+  // (a client that stops a stream and sends the next turn at once) before it fails.
+  double session_busy_wait_seconds = 2.0;
   double session_ttl_seconds = 600;   // idle sessions are dropped (or offloaded) after this
   int max_sessions = 256;
   int max_sessions_per_tenant = 64;
@@ -156,9 +162,11 @@ class Engine {
   [[nodiscard]] virtual StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) = 0;
   // Aborts a request; its blocks are freed within one step. Unknown ids are ignored.
   virtual void Abort(uint64_t request_id) = 0;
-  // Forgets tenant's chat session `session_id` and frees its cache (sessions live in one
-  // namespace per tenant).
-  virtual void DropSession(const std::string& tenant, const std::string& session_id) = 0;
+  // Ends tenant's chat session `session_id` (sessions live in one namespace per tenant): a
+  // request using it, or waiting for it, is aborted (CANCELLED) and its cache is freed.
+  // NOT_FOUND when tenant has no such session; UNAVAILABLE as for VerifyCacheIntegrity.
+  [[nodiscard]] virtual Status EndSession(const std::string& tenant, const std::string& session_id,
+                                          double timeout_seconds) = 0;
 
   // Latest snapshot (copied under a lock; cheap).
   [[nodiscard]] virtual EngineStats GetStats() const = 0;

@@ -72,7 +72,7 @@ Status EngineCore::Init() {
   if (!cache_->host_tier_memory().empty()) RETURN_IF_ERROR(backend_->RegisterHostMemory(cache_->host_tier_memory()));
 
   // A sequence can never hold more than the whole pool.
-  max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;
+  context_len_ = max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.context_length;
   const int pool_tokens = config_.num_blocks * spec.block_size();
   if (max_model_len_ > pool_tokens) {
     LOG_WARN("KV pool holds {} tokens; limiting sequences to that (model context {})", pool_tokens, max_model_len_);
@@ -94,7 +94,9 @@ Status EngineCore::Init() {
     return runner_->MoveSwapBlocks(plan, to_host);
   };
   mover.copy = [this](std::span<const std::pair<BlockId, BlockId>> copies) { return runner_->CopyBlocks(copies); };
-  sessions_ = std::make_unique<ChatSessionStore>(sc, cache_.get(), [this] { return next_seq_id_++; }, std::move(mover));
+  sc.max_model_len = max_model_len_;
+  sessions_ = std::make_unique<ChatSessionStore>(sc, cache_.get(), &model_->tokenizer(),
+                                                 [this] { return next_seq_id_++; }, std::move(mover));
   SchedulerConfig sched;
   sched.max_num_seqs = config_.max_num_seqs;
   sched.max_num_batched_tokens = config_.max_num_batched_tokens;
@@ -156,6 +158,20 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
         "this model's maximum context length is {} tokens, but {} were requested ({} in the prompt, "
         "{} for the completion)", max_model_len_, prompt + r.sampling.max_tokens, prompt, r.sampling.max_tokens));
   }
+  if (windowed) {
+    // The window bounds the cache, not the work: the prompt and the completion keep limits
+    // from the context length (a pool smaller than it limits plain sequences, not these).
+    const int64_t max_prompt = config_.chat_max_prompt_tokens > 0 ? config_.chat_max_prompt_tokens
+                                                                  : int64_t{8} * context_len_;
+    if (prompt > max_prompt) {
+      return OutOfRangeError(fmt::format("a chat session's prompt is limited to {} tokens, but {} were sent",
+                                         max_prompt, prompt));
+    }
+    if (r.sampling.max_tokens > context_len_) {
+      return OutOfRangeError(fmt::format("max_tokens is {}, more than this model's context length of {} tokens",
+                                         r.sampling.max_tokens, context_len_));
+    }
+  }
   auto request = std::make_unique<Request>();
   request->submitted = Clock::now();
   request->params = std::move(r);
@@ -182,14 +198,6 @@ void EngineCore::Abort(uint64_t request_id) {
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     intake_aborts_.push_back(request_id);
-  }
-  intake_cv_.notify_one();
-}
-
-void EngineCore::DropSession(const std::string& tenant, const std::string& session_id) {
-  {
-    std::lock_guard<std::mutex> lock(intake_mu_);
-    intake_session_drops_.emplace_back(tenant, session_id);
   }
   intake_cv_.notify_one();
 }
@@ -267,7 +275,7 @@ void EngineCore::Loop() {
       PublishStats(/*full=*/true);
       std::unique_lock<std::mutex> lock(intake_mu_);
       intake_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-        return stop_ || !intake_.empty() || !intake_aborts_.empty() || !intake_session_drops_.empty() ||
+        return stop_ || !intake_.empty() || !intake_aborts_.empty() ||
                !intake_tasks_.empty();
       });
       last_progress_ns_ = NowNs();
@@ -275,9 +283,11 @@ void EngineCore::Loop() {
     }
     const bool ran = Step();
     if (!ran) {
-      // Nothing fits: wait for aborts or new requests rather than spin.
+      // Nothing fits: wait for aborts or new requests rather than spin, with current stats.
+      PublishStats();
       std::unique_lock<std::mutex> lock(intake_mu_);
       intake_cv_.wait_for(lock, std::chrono::milliseconds(5));
+      RetryParked();
     }
   }
   // Shutting down: close the intake (Submit refuses from now on), take what it holds, and
@@ -311,21 +321,22 @@ void EngineCore::ReapFinished() {
 bool EngineCore::TakeIntake() {
   std::vector<std::unique_ptr<Request>> incoming;
   std::vector<uint64_t> aborts;
-  std::vector<std::pair<std::string, std::string>> drops;
   std::vector<std::function<void()>> tasks;
   {
     std::lock_guard<std::mutex> lock(intake_mu_);
     incoming.swap(intake_);
     aborts.swap(intake_aborts_);
-    drops.swap(intake_session_drops_);
     tasks.swap(intake_tasks_);
   }
+  // Aborts of admitted requests first: a client that stops a session's stream and sends the
+  // next turn at once finds the session free. Then those of requests in this intake.
+  for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
   for (auto& r : incoming) Admit(std::move(r));
   for (uint64_t id : aborts) AbortRequest(id, CancelledError("request aborted"));
-  for (const auto& [tenant, id] : drops) sessions_->Drop(tenant, id);
+  RetryParked();
   ReapFinished();
   for (auto& task : tasks) task();
-  return !incoming.empty() || !aborts.empty() || !drops.empty();
+  return !incoming.empty() || !aborts.empty();
 }
 
 CacheSnapshot EngineCore::TakeCacheSnapshot() const {
@@ -385,13 +396,11 @@ void EngineCore::Admit(std::unique_ptr<Request> request) {
     return;
   }
   if (!r->params.session_id.empty()) {
-    Status st = sessions_->Attach(r->params.tenant, r->params.session_id, first);
-    if (!st.ok()) {
-      output_->FailRequest(r, st);
-      return;
+    if (!QueueSessionRequest(r, /*may_wait=*/true)) {
+      const auto wait = std::chrono::duration<double>(config_.session_busy_wait_seconds);
+      parked_.emplace_back(r->id, Clock::now() + std::chrono::duration_cast<Clock::duration>(wait));
     }
-    first->session_attached = true;
-    for (auto& s : r->seqs) s->window = first->window;
+    return;
   }
   // Choices after the first wait for its prompt and fork from it.
   scheduler_->AddWaiting(first);
@@ -443,14 +452,18 @@ SchedulerOutput EngineCore::Schedule() {
   Profiler::Scope scope(config_.profiler, ProfileOp::kSchedule);
   SchedulerOutput out = scheduler_->Schedule();
   scope.Stop();
-  // Request accounting (the scheduler keeps none).
-  for (Sequence* s : out.preempted) ++s->request->usage.preemptions;
+  // Request accounting (the scheduler counts preemptions).
   for (const ScheduledWork& w : out.work) {
     Sequence* s = w.seq;
     LeaveQueue(s->request);  // before the (long) step
     if (!s->scheduled_once) {
       s->scheduled_once = true;
-      if (s->choice == 0 && s->num_computed > 0) s->request->usage.cached_prompt_tokens = s->num_computed;
+      // Of the client's prompt, what is not computed now: a session's sequence continues the
+      // history as generated, whose tokens may differ in number from the prompt's.
+      RequestUsage& u = s->request->usage;
+      if (s->choice == 0 && s->num_computed > 0) {
+        u.cached_prompt_tokens = std::clamp(u.prompt_tokens - (s->prompt_len - s->num_computed), 0, u.prompt_tokens);
+      }
     }
   }
   stats_.preemptions_total = scheduler_->num_preemptions();

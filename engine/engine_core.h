@@ -45,7 +45,7 @@ class EngineCore final : public Engine {
 
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) override;
   void Abort(uint64_t request_id) override;
-  void DropSession(const std::string& tenant, const std::string& session_id) override;
+  Status EndSession(const std::string& tenant, const std::string& session_id, double timeout_seconds) override;
   EngineStats GetStats() const override;
   int Drain(double grace_seconds) override;
   void Stop() override;
@@ -66,6 +66,12 @@ class EngineCore final : public Engine {
   // Moves intake into engine state; returns whether anything arrived.
   bool TakeIntake();
   void Admit(std::unique_ptr<Request> request);
+  // ---- chat sessions (engine_sessions.cpp); engine thread ----
+  // Gives a session request's first choice its session's cache and queues it. False (nothing
+  // done) when the session is busy and `may_wait`; otherwise a busy session fails it.
+  bool QueueSessionRequest(Request* r, bool may_wait);
+  // Tries the requests that wait for a busy session again; fails those past their deadline.
+  void RetryParked();
   void AbortRequest(uint64_t id, Status why);
   // Runs `fn` on the engine thread between two steps and waits up to `timeout_seconds` for
   // its result (UNAVAILABLE when the engine is stopped or it did not run in time).
@@ -101,14 +107,14 @@ class EngineCore final : public Engine {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
   const int vocab_size_;
-  int max_model_len_ = 0;
+  int max_model_len_ = 0;  // the longest sequence: the context length, or the pool when smaller
+  int context_len_ = 0;    // max_model_len or the model's: windowed sessions' limits
 
   // Shared with submitting threads.
   mutable std::mutex intake_mu_;
   std::condition_variable intake_cv_;
   std::vector<std::unique_ptr<Request>> intake_;
   std::vector<uint64_t> intake_aborts_;
-  std::vector<std::pair<std::string, std::string>> intake_session_drops_;  // (tenant, id)
   std::vector<std::function<void()>> intake_tasks_;  // run on the engine thread (RunOnEngineThread)
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> stop_{false};
@@ -136,6 +142,8 @@ class EngineCore final : public Engine {
   SeqId next_seq_id_ = 1;
   std::vector<float> logits_;  // [max_num_seqs][vocab]
   std::vector<Request*> failed_;  // a failed step's requests
+  // Session requests waiting for their session's current request to end: (id, deadline).
+  std::vector<std::pair<uint64_t, Clock::time_point>> parked_;
   EngineStats stats_;
   int consecutive_failures_ = 0;
   std::deque<std::pair<Clock::time_point, int64_t>> throughput_window_;

@@ -97,8 +97,36 @@ bool Scheduler::Reserve(Sequence* seq, int num_new, SchedulerOutput* out) {
       seq->holds_cache = true;
       return true;
     }
-    if (!reclaim_idle_memory_ || !reclaim_idle_memory_()) return false;
+    if (reclaim_idle_memory_ && reclaim_idle_memory_()) continue;
+    if (!ReleaseWaitingCache(seq, out)) return false;
   }
+}
+
+bool Scheduler::ReleaseWaitingCache(const Sequence* except, SchedulerOutput* out) {
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    Sequence* victim = *it;
+    if (victim == except || !victim->holds_cache) continue;
+    ++preemptions_;
+    ++victim->request->usage.preemptions;
+    out->preempted.push_back(victim);
+    if (config_.preempt_by_swap) {
+      if (std::optional<KvCacheManager::SwapPlan> plan = cache_->SwapOut(victim->id)) {
+        BlockOp swap = MakeOp(BlockOp::Kind::kSwapOut, victim);
+        swap.swap = std::move(*plan);
+        out->block_ops.push_back(std::move(swap));
+        waiting_.erase(std::next(it).base());
+        victim->state = SeqState::kSwapped;
+        swapped_.push_back(victim);
+        return true;
+      }
+    }
+    cache_->Free(victim->id, EvictionReason::kPreemption);
+    victim->holds_cache = false;
+    victim->num_computed = 0;
+    victim->num_evicted = 0;
+    return true;
+  }
+  return false;
 }
 
 void Scheduler::Preempt(Sequence* victim, SchedulerOutput* out) {
@@ -169,6 +197,8 @@ SchedulerOutput Scheduler::Schedule() {
   while (!swapped_.empty() && budget > 0 && has_running_room()) {
     Sequence* seq = swapped_.front();
     std::optional<KvCacheManager::SwapPlan> plan = cache_->SwapIn(seq->id);
+    // Idle sessions make room for it as they do for running sequences.
+    while (!plan && reclaim_idle_memory_ && reclaim_idle_memory_()) plan = cache_->SwapIn(seq->id);
     if (!plan) break;
     BlockOp swap = MakeOp(BlockOp::Kind::kSwapIn, seq);
     swap.swap = std::move(*plan);

@@ -6,8 +6,9 @@
 // the next chunk of a long prompt), then swapped-out sequences are brought back, then waiting
 // ones are admitted in order of (aged priority, arrival) with their prompts chunked to fit. A
 // sequence is admitted only if the cache can hold its chunk. When a running sequence cannot
-// grow, idle memory is reclaimed first (chat sessions), then the lowest-priority, most
-// recently arrived running sequence is preempted (recompute, or swap to the host tier).
+// grow, idle memory is reclaimed first (chat sessions), then waiting sequences that hold
+// blocks give them up, then the lowest-priority, most recently arrived running sequence is
+// preempted (recompute, or swap to the host tier).
 //
 // Aging: a sequence's effective priority is its priority minus (seconds waited /
 // aging_horizon_seconds) * (kMaxPriority - kMinPriority), so one that has waited the horizon
@@ -96,8 +97,13 @@ class Scheduler {
   // Tokens of `seq` that may run this step within the token budget and `rows` logits rows;
   // *num_logits receives the rows they need.
   int ChunkFor(const Sequence& seq, int budget, int rows, int* num_logits) const;
-  // Evicts for the sliding window and reserves slots; reclaims idle memory when short.
+  // Evicts for the sliding window and reserves slots; when short, reclaims idle memory, then
+  // the caches that waiting sequences hold.
   bool Reserve(Sequence* seq, int num_new, SchedulerOutput* out);
+  // A waiting sequence that holds blocks (a chat session's history, a forked choice) gives
+  // them up, the lowest-priority one first and never `except`: swapped to the host tier when
+  // preemption swaps, else freed for recompute. Counted as a preemption. False when none.
+  bool ReleaseWaitingCache(const Sequence* except, SchedulerOutput* out);
   void Preempt(Sequence* victim, SchedulerOutput* out);
   void Schedule(Sequence* seq, int n, int num_logits, SchedulerOutput* out);
   // Sort key: effective priority (aged), then arrival.

@@ -192,6 +192,13 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
                                               p.name, cols, GgmlTypeName(o.dtype)));
     }
   }
+  // Phi-3's chat and end tokens (llama.cpp looks them up in files named phi3).
+  static constexpr std::string_view kPhi3Tokens[] = {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>",
+                                                     "<|user|>"};
+  const Vocab vocab = o.vocab ? *o.vocab
+                              : MakeSyntheticVocab(p.vocab_size, phi3 ? std::span(kPhi3Tokens)
+                                                                      : std::span<const std::string_view>());
+  const int vocab_size = static_cast<int>(vocab.tokens.size());
   GgufWriter w;
   const auto u32 = [&](const std::string& key, int v) { w.AddUint32(arch + "." + key, static_cast<uint32_t>(v)); };
   w.AddString("general.architecture", arch);
@@ -207,7 +214,7 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   u32("rope.dimension_count", head_dim);
   w.AddFloat32(arch + ".rope.freq_base", 10000.0f);
   w.AddFloat32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  u32("vocab_size", p.vocab_size);
+  u32("vocab_size", vocab_size);
   if (gemma2 || head_dim * p.num_heads != p.dim) {
     u32("attention.key_length", head_dim);
     u32("attention.value_length", head_dim);
@@ -217,11 +224,7 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
     w.AddFloat32(arch + ".final_logit_softcapping", 30.0f);
   }
   if (p.sliding_window > 0) u32("attention.sliding_window", p.sliding_window);
-  // Phi-3's chat and end tokens (llama.cpp looks them up in files named phi3).
-  static constexpr std::string_view kPhi3Tokens[] = {"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>",
-                                                     "<|user|>"};
-  AddVocabToGguf(MakeSyntheticVocab(p.vocab_size, phi3 ? std::span(kPhi3Tokens) : std::span<const std::string_view>()),
-                 &w);
+  AddVocabToGguf(vocab, &w);
 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     w.AddTensor(name, o.dtype, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
@@ -230,9 +233,9 @@ StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& o) {
   auto ones = [&](const std::string& name, int64_t n) {
     w.AddTensor(name, GgmlType::kF32, {static_cast<uint64_t>(n)}, OnesVector(n));
   };
-  matrix("token_embd.weight", p.vocab_size, p.dim);
+  matrix("token_embd.weight", vocab_size, p.dim);
   ones("output_norm.weight", p.dim);
-  if (!tied) matrix("output.weight", p.vocab_size, p.dim);
+  if (!tied) matrix("output.weight", vocab_size, p.dim);
   for (int l = 0; l < layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.dim);

@@ -53,6 +53,9 @@ struct SyntheticOptions {
   GgmlType dtype = GgmlType::kF16;  // matrices; norms are always F32
   int num_layers = 0;               // 0: the preset's
   uint64_t seed = 1234;
+  // A real vocabulary (and its chat template) instead of the built-in one: random weights
+  // over it make test models that tokenize and render chats as the real model does.
+  std::optional<Vocab> vocab;
 };
 
 // Parses "synthetic:<preset>[:<dtype>]" (dtype f32, f16, bf16, q8_0, q4_0) on top of `base`.

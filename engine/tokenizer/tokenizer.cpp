@@ -221,6 +221,11 @@ int32_t Tokenizer::FindToken(std::string_view piece) const {
 
 // ---- StreamingDetokenizer ---------------------------------------------------------------------
 
+Utf8Unit NextUtf8Unit(std::string_view bytes) {
+  const Utf8Step step = CheckUtf8(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return {step.kind == Utf8Step::kComplete, step.length};
+}
+
 namespace {
 
 // Moves the decodable prefix of `*pending` to the result: complete characters as they are,

@@ -113,6 +113,15 @@ class Tokenizer {
   std::vector<int32_t> special_ids_;            // control/user-defined/unknown, longest first
 };
 
+// The first unit of `bytes` (non-empty) as StreamingDetokenizer reads it at the end of a
+// stream: a complete UTF-8 character (`valid`), or a maximal invalid subpart (an incomplete
+// character at the end included), which it turns into one U+FFFD.
+struct Utf8Unit {
+  bool valid = true;
+  size_t length = 1;
+};
+[[nodiscard]] Utf8Unit NextUtf8Unit(std::string_view bytes);
+
 // Turns a stream of token ids into text deltas that never split a UTF-8 character: bytes of
 // an incomplete character are held back until the next token completes it (or Flush). Not
 // thread-safe; one per generated sequence.

@@ -162,6 +162,11 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
   base.session_id = std::move(session_id);
   base.tenant = caller.tenant;
   base.cache_salt = TenantCacheSalt(caller.tenant, in.cache_salt);
+  if (in.priority != 0 && !ctx_->options.allow_client_priority) {
+    *error = InvalidField("priority", "request priorities are off on this server (the operator enables them with "
+                                      "--allow-client-priority)");
+    return false;
+  }
   base.priority = in.priority;
   const int max_len = max_model_len();
   for (std::vector<int32_t>& tokens : prompts) {
@@ -170,7 +175,11 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     if (in.max_tokens) {
       r.sampling.max_tokens = *in.max_tokens;
     } else if (in.kind == ApiKind::kChat) {
-      r.sampling.max_tokens = std::max(max_len - prompt_len, 1);  // OpenAI's chat default
+      // OpenAI's chat default: what the context has left. A windowed session's context is
+      // its window, however long the history the client re-sends.
+      const int window = ctx_->engine->config().chat_window_tokens;
+      const int context = !r.session_id.empty() && window > 0 ? std::min(prompt_len, window) : prompt_len;
+      r.sampling.max_tokens = std::max(max_len - context, 1);
     } else {
       r.sampling.max_tokens = ctx_->options.default_max_tokens;
     }

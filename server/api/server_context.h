@@ -33,6 +33,10 @@ struct ServerOptions {
   std::string served_model_name;       // id in /v1/models; default: the file's name
   bool enable_debug_endpoints = false; // GET /debug/cache (KV cache integrity check)
   bool enable_console = true;          // GET / (the web console page)
+  // Whether a request's `priority` is honoured. Off (the default), any key could jump every
+  // other tenant's queue with it, so a non-zero priority is refused (400, as vLLM does
+  // without priority scheduling); the operator turns it on with --allow-client-priority.
+  bool allow_client_priority = false;
   TlsFiles tls;                        // set: HTTPS and gRPC over TLS (server/api/tls.h)
 };
 

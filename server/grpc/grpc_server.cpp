@@ -60,7 +60,8 @@ using GenerationServiceBase = v1::Generation::WithRawCallbackMethod_Generate<
         v1::Generation::WithRawCallbackMethod_ChatStream<v1::Generation::WithRawCallbackMethod_Tokenize<
             v1::Generation::WithRawCallbackMethod_Detokenize<v1::Generation::WithCallbackMethod_GetModelInfo<
                 v1::Generation::WithRawCallbackMethod_CreatePin<v1::Generation::WithRawCallbackMethod_ListPins<
-                    v1::Generation::WithRawCallbackMethod_DeletePin<v1::Generation::Service>>>>>>>>>>;
+                    v1::Generation::WithRawCallbackMethod_DeletePin<
+                        v1::Generation::WithRawCallbackMethod_EndSession<v1::Generation::Service>>>>>>>>>>>;
 using StreamReactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
 
 // A write reactor that only finishes (a refused streaming call); deletes itself when done.
@@ -197,6 +198,17 @@ class GenerationService final : public GenerationServiceBase {
         call, *request_bytes, response_bytes, &pin_admin_,
         [this](const std::string& tenant, const v1::DeletePinRequest& request, v1::DeletePinResponse*) {
           return ctx_->engine->Unpin(tenant, request.id(), kPinListTimeoutSeconds);
+        });
+  }
+
+  // Ends the caller's chat session (HTTP: DELETE /v1/sessions/{id}); waits about one step.
+  grpc::ServerUnaryReactor* EndSession(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request_bytes,
+                                       grpc::ByteBuffer* response_bytes) override {
+    return Answer<v1::EndSessionRequest, v1::EndSessionResponse>(
+        call, *request_bytes, response_bytes, &pin_admin_,
+        [this](const std::string& tenant, const v1::EndSessionRequest& request, v1::EndSessionResponse*) {
+          if (request.session_id().empty()) return InvalidArgumentError("session_id is required");
+          return ctx_->engine->EndSession(tenant, request.session_id(), kPinListTimeoutSeconds);
         });
   }
 

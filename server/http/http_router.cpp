@@ -2,6 +2,7 @@
 #include "server/http/http_router.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +17,7 @@ namespace {
 
 enum class Route {
   kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache,
-  kConsole, kCacheBlocks, kPins, kPin
+  kConsole, kCacheBlocks, kPins, kPin, kSession
 };
 
 // Who may call a route without a key.
@@ -35,6 +36,7 @@ struct RouteSpec {
 
 constexpr char kModelsPrefix[] = "/v1/models/";
 constexpr std::string_view kPinsPath = "/v1/cache/pins";
+constexpr std::string_view kSessionsPath = "/v1/sessions";
 
 std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST"};
@@ -55,6 +57,9 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == kPinsPath) return RouteSpec{Route::kPins, "GET, POST", Access::kKey, /*waits_for_engine=*/true};
   if (path.starts_with(kPinsPath) && path.size() > kPinsPath.size() + 1 && path[kPinsPath.size()] == '/') {
     return RouteSpec{Route::kPin, "DELETE", Access::kKey, /*waits_for_engine=*/true};
+  }
+  if (path.starts_with(kSessionsPath) && path.size() > kSessionsPath.size() + 1 && path[kSessionsPath.size()] == '/') {
+    return RouteSpec{Route::kSession, "DELETE", Access::kKey, /*waits_for_engine=*/true};
   }
   if (path == "/") return RouteSpec{Route::kConsole, "GET", Access::kOpen};
   return std::nullopt;
@@ -112,6 +117,7 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   }
   result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}")
                  : spec->route == Route::kPin ? std::string(kPinsPath) + "/{id}"
+                 : spec->route == Route::kSession ? std::string(kSessionsPath) + "/{id}"
                                               : std::string(path);
   const bool observability = spec->access == Access::kObservability;
   result.quiet = observability;
@@ -226,6 +232,21 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     case Route::kPin:
       result.reply = Pins(request, path.substr(std::min(path.size(), kPinsPath.size() + 1)), tenant.value_or(""));
       return result;
+    case Route::kSession: {
+      // DELETE /v1/sessions/{id}: ends the caller's chat session (its request, if one runs,
+      // is aborted) and frees its blocks; 404 when the caller has no such session.
+      const std::string id(path.substr(kSessionsPath.size() + 1));
+      const Status ended = ctx_->engine->EndSession(tenant.value_or(""), id, /*timeout_seconds=*/10);
+      if (!ended.ok()) {
+        result.reply = Error(ended, ended.code() == StatusCode::kNotFound ? "session_not_found" : "");
+        return result;
+      }
+      HttpReply reply;
+      reply.body = nlohmann::json{{"id", id}, {"object", "session"}, {"deleted", true}}.dump();
+      reply.headers.emplace_back("Cache-Control", "no-store");
+      result.reply = std::move(reply);
+      return result;
+    }
     case Route::kDetokenize: {
       std::vector<int32_t> tokens;
       ApiError error;

@@ -27,7 +27,7 @@ const LONG = 'Once upon a time, there was a little girl named Lily. She loved to
 describe('security', () => {
   let server;
   before(async () => {
-    server = await startServer(['--api-key', `${K1},${K2}`, '--max-sessions-per-key', '2',
+    server = await startServer(['--api-key', `${K1},${K2}`, '--max-sessions-per-key', '2', '--session-busy-wait', '0',
                                 '--inject-forward-faults', '300']);
   });
   after(async () => {

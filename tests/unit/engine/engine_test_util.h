@@ -28,6 +28,7 @@ inline EngineConfig TestConfig(int num_blocks = 256) {
   c.max_num_seqs = 32;
   c.max_num_batched_tokens = 256;
   c.test_hooks.verify_integrity_each_step = true;
+  c.session_busy_wait_seconds = 0;  // a busy session fails its next turn at once (tests that want the wait set it)
   return c;
 }
 

@@ -110,7 +110,8 @@ TEST_F(SessionTest, EachTenantHasItsOwnNamespace) {
   std::vector<StreamDelta> d;
   ASSERT_TRUE(a2->Next(&d));
   EXPECT_TRUE(RunRequest(*engine, turn("B", prompt, 2)).status.ok());
-  engine->DropSession("B", "shared-name");
+  EXPECT_TRUE(engine->EndSession("B", "shared-name", 10).ok());
+  EXPECT_EQ(engine->EndSession("C", "shared-name", 10).code(), StatusCode::kNotFound);
   const testing::RunResult a2_result = testing::Collect(*a2);
   ASSERT_TRUE(a2_result.status.ok());
   EXPECT_EQ(a2_result.usage.cached_prompt_tokens, static_cast<int>(history.size()) - 1);
@@ -170,8 +171,8 @@ TEST_F(SessionTest, SessionLimitsDropTheLeastRecentlyUsed) {
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 2; }));
   EXPECT_TRUE(testing::WaitFor(
       [&] { return engine->GetStats().cache.evicted_blocks[static_cast<int>(EvictionReason::kSession)] > 0; }));
-  engine->DropSession("", "b");
-  engine->DropSession("", "c");
+  EXPECT_TRUE(engine->EndSession("", "b", 10).ok());
+  EXPECT_TRUE(engine->EndSession("", "c", 10).ok());
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().chat_sessions == 0; }));
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().cache.used_blocks == 0; }));
 }

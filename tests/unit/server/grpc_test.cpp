@@ -123,9 +123,17 @@ class RawStream : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
 
 class GrpcTest : public ::testing::Test {
  protected:
+  // A windowed session's turn runs past the context, up to the context length (512).
+  static constexpr int kLongTurn = 500;
   void StartServer(std::vector<std::string> keys = {}) {
     EngineConfig config = TestConfig();
     config.chat_window_tokens = 64;  // session requests may run past the context (deadline test)
+    // Steps of at least 2 ms, so a long turn (kLongTurn tokens) runs for a second or more:
+    // long enough to cancel it, let its deadline pass, or find its session busy.
+    config.test_hooks.fail_forward = [](int64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return false;
+    };
     model_ = LoadModel(ModelSpec());
     ASSERT_NE(model_, nullptr);
     engine_ = MakeEngine(model_, config);
@@ -315,7 +323,7 @@ TEST_F(GrpcTest, ClientCancelAbortsAndFreesTheCache) {
 
 TEST_F(GrpcTest, UnaryClientCancelAborts) {
   StartServer();
-  v1::GenerateRequest request = Greedy(1000000);
+  v1::GenerateRequest request = Greedy(kLongTurn);
   request.mutable_options()->set_session_id("endless");  // the sliding window lets it run on
   auto c = Context();
   v1::GenerateResponse response;
@@ -329,7 +337,7 @@ TEST_F(GrpcTest, UnaryClientCancelAborts) {
 
 TEST_F(GrpcTest, DeadlineExceededAbortsTheRequest) {
   StartServer();
-  v1::GenerateRequest request = Greedy(1000000);
+  v1::GenerateRequest request = Greedy(kLongTurn);
   request.mutable_options()->set_session_id("endless");
   auto c = Context(/*timeout_seconds=*/0.3);
   auto reader = stub_->GenerateStream(c.get(), request);
@@ -339,8 +347,14 @@ TEST_F(GrpcTest, DeadlineExceededAbortsTheRequest) {
   EXPECT_GT(messages, 0);
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(WaitFor([&] { return Outcome(RequestOutcome::kAborted) == 1 && Stats().running == 0; }));
-  // The session keeps its (windowed) cache until dropped; then everything is free.
-  engine_->DropSession("", "endless");
+  // The session keeps its (windowed) cache until ended; then everything is free.
+  v1::EndSessionRequest end;
+  end.set_session_id("endless");
+  v1::EndSessionResponse ended;
+  auto c2 = Context();
+  EXPECT_TRUE(stub_->EndSession(c2.get(), end, &ended).ok());
+  auto c3 = Context();
+  EXPECT_EQ(stub_->EndSession(c3.get(), end, &ended).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(WaitFor([&] { return CacheIdle(); })) << "used blocks " << Stats().cache.used_blocks;
 }
 
@@ -408,7 +422,7 @@ TEST_F(GrpcTest, BadArgumentsGetTheirCodes) {
 
 TEST_F(GrpcTest, BusySessionIsFailedPrecondition) {
   StartServer();
-  v1::GenerateRequest long_turn = Greedy(1000000);
+  v1::GenerateRequest long_turn = Greedy(kLongTurn);
   long_turn.mutable_options()->set_session_id("busy");
   auto c1 = Context();
   auto reader = stub_->GenerateStream(c1.get(), long_turn);

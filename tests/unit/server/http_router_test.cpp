@@ -330,5 +330,54 @@ TEST_F(HttpRouterTest, SessionHeaderNamesTheSessionAndMustAgreeWithTheBody) {
   Run(*first.job);
 }
 
+TEST_F(HttpRouterTest, DeleteSessionEndsTheCallersSessionOnly) {
+  ctx_.options.api_keys = {"sk-a", "sk-b"};
+  HttpRouter router(&ctx_);
+  HttpRouter::Result turn = Call(router, "POST", "/v1/completions",
+                                 R"({"model":"stories","prompt":"Once","max_tokens":4,"session_id":"mine"})",
+                                 "Bearer sk-a");
+  ASSERT_TRUE(turn.job);
+  ASSERT_EQ(Run(*turn.job).second, 200);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().chat_sessions == 1; }));
+  // Another key has no session of that name: 404, and the session stays.
+  HttpRouter::Result other = Call(router, "DELETE", "/v1/sessions/mine", "", "Bearer sk-b");
+  ASSERT_TRUE(other.reply);
+  EXPECT_EQ(other.reply->status, 404);
+  EXPECT_EQ(json::parse(other.reply->body)["error"]["code"], "session_not_found");
+  EXPECT_EQ(engine_->GetStats().chat_sessions, 1);
+  HttpRouter::Result mine = Call(router, "DELETE", "/v1/sessions/mine", "", "Bearer sk-a");
+  ASSERT_TRUE(mine.reply);
+  EXPECT_EQ(mine.reply->status, 200);
+  EXPECT_EQ(mine.route, "/v1/sessions/{id}");
+  const json body = json::parse(mine.reply->body);
+  EXPECT_EQ(body["id"], "mine");
+  EXPECT_EQ(body["deleted"], true);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().chat_sessions == 0; }));
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().cache.used_blocks == 0; }));
+  EXPECT_EQ(Call(router, "DELETE", "/v1/sessions/mine", "", "Bearer sk-a").reply->status, 404);
+  EXPECT_EQ(Call(router, "GET", "/v1/sessions/mine", "", "Bearer sk-a").reply->status, 405);
+}
+
+TEST_F(HttpRouterTest, PriorityIsTheOperatorsChoice) {
+  const std::string body = R"({"model":"stories","prompt":"Once","max_tokens":2,"priority":-100})";
+  {
+    HttpRouter router(&ctx_);
+    HttpRouter::Result refused = Call(router, "POST", "/v1/completions", body);
+    ASSERT_TRUE(refused.reply);
+    EXPECT_EQ(refused.reply->status, 400);
+    EXPECT_EQ(json::parse(refused.reply->body)["error"]["param"], "priority");
+    // Priority 0 is every request's default, always accepted.
+    HttpRouter::Result zero = Call(router, "POST", "/v1/completions",
+                                   R"({"model":"stories","prompt":"Once","max_tokens":2,"priority":0})");
+    ASSERT_TRUE(zero.job);
+    EXPECT_EQ(Run(*zero.job).second, 200);
+  }
+  ctx_.options.allow_client_priority = true;
+  HttpRouter router(&ctx_);
+  HttpRouter::Result allowed = Call(router, "POST", "/v1/completions", body);
+  ASSERT_TRUE(allowed.job);
+  EXPECT_EQ(Run(*allowed.job).second, 200);
+}
+
 }  // namespace http_router_test
 }  // namespace kvserve
