@@ -14,7 +14,7 @@ extern const char kConsoleHtml[];
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // as the other http/ files (one unity TU)
 
 json OwnerJson(const CacheOwner& o, const KvBlockMap::Seq& seq, const std::string& caller_tenant,
                bool hide_other_tenants, uint64_t label_key) {

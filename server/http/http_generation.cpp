@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "server/http/responses_api.h"
+
 namespace kvserve {
 namespace {
 
@@ -127,6 +129,12 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
   }
   logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
   if (!HasContent(d) && text.empty()) return;  // an error/abort marker: the end says why
+  if (meta_.responses) {
+    c.started = true;
+    if (d.finish_reason) c.finish = d.finish_reason;
+    if (!text.empty()) *out += meta_.responses->DeltaEvent(text);
+    return;
+  }
 
   ChunkChoice chunk;
   chunk.index = index;
@@ -185,7 +193,8 @@ HttpReply GenerationJob::FinalReply() {
     results.push_back(std::move(r));
   }
   HttpReply reply;
-  reply.body = FormatResponse(meta_, results, usage(), *tok_);
+  reply.body = meta_.responses ? meta_.responses->FinalBody(results[0].text, usage(), results[0].finish)
+                               : FormatResponse(meta_, results, usage(), *tok_);
   return reply;
 }
 
@@ -219,10 +228,20 @@ GenerationJob::Output GenerationJob::Poll() {
       }
     }
     started_ = out.start = true;
+    if (meta_.responses) out.body += meta_.responses->StartEvents();
   }
   for (const auto& [index, d] : pending_) EmitStreamed(d, index, &out.body);
   pending_.clear();
-  if (all_done) {
+  if (all_done && meta_.responses) {
+    // The Responses API's stream ends with its last event, not [DONE].
+    if (std::optional<ApiError> failure = Failure()) {
+      out.body += meta_.responses->ErrorEvent(*failure);
+      http_status_ = failure->HttpStatus();
+    } else {
+      out.body += meta_.responses->EndEvents(usage(), choices_[0].finish);
+    }
+    finished_ = out.finished = true;
+  } else if (all_done) {
     if (std::optional<ApiError> failure = Failure()) {
       out.body += FormatErrorEvent(*failure);
       http_status_ = failure->HttpStatus();

@@ -17,7 +17,7 @@ namespace {
 
 enum class Route {
   kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache,
-  kConsole, kCacheBlocks, kPins, kPin, kSession
+  kConsole, kCacheBlocks, kPins, kPin, kSession, kResponses, kResponse
 };
 
 // Who may call a route without a key.
@@ -37,11 +37,17 @@ struct RouteSpec {
 constexpr char kModelsPrefix[] = "/v1/models/";
 constexpr std::string_view kPinsPath = "/v1/cache/pins";
 constexpr std::string_view kSessionsPath = "/v1/sessions";
+constexpr std::string_view kResponsesPath = "/v1/responses";
 
 std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/v1/completions") return RouteSpec{Route::kCompletions, "POST"};
   if (path == "/v1/chat/completions") return RouteSpec{Route::kChat, "POST"};
   if (path == "/v1/models") return RouteSpec{Route::kModels, "GET"};
+  if (path == kResponsesPath) return RouteSpec{Route::kResponses, "POST"};
+  if (path.starts_with(kResponsesPath) && path.size() > kResponsesPath.size() + 1 &&
+      path[kResponsesPath.size()] == '/') {
+    return RouteSpec{Route::kResponse, path.ends_with("/input_items") ? "GET" : "GET, DELETE"};
+  }
   if (path.starts_with(kModelsPrefix) && path.size() > sizeof(kModelsPrefix) - 1) {
     return RouteSpec{Route::kModel, "GET"};
   }
@@ -97,7 +103,8 @@ bool HttpRouter::IsHeavy(const HttpRequestInfo& request) {
 HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
       id_nonce_(std::random_device{}()),
-      label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()) {}
+      label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()),
+      responses_(std::make_shared<ResponseStore>()) {}
 
 std::string HttpRouter::NextId(ApiKind kind) {
   return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",
@@ -118,6 +125,8 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   result.route = spec->route == Route::kModel ? std::string("/v1/models/{id}")
                  : spec->route == Route::kPin ? std::string(kPinsPath) + "/{id}"
                  : spec->route == Route::kSession ? std::string(kSessionsPath) + "/{id}"
+                 : spec->route == Route::kResponse
+                     ? std::string(kResponsesPath) + (path.ends_with("/input_items") ? "/{id}/input_items" : "/{id}")
                                               : std::string(path);
   const bool observability = spec->access == Access::kObservability;
   result.quiet = observability;
@@ -146,6 +155,11 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     return Generate(request, spec->route == Route::kChat ? ApiKind::kChat : ApiKind::kCompletion,
                     tenant.value_or(""));
   }
+  if (spec->route == Route::kResponses || spec->route == Route::kResponse) {
+    Result r = Responses(request, path.substr(kResponsesPath.size()), tenant.value_or(""));
+    r.route = result.route;
+    return r;
+  }
   if (!observability && (ctx_->loading || ctx_->draining)) {
     result.reply = Error(UnavailableError(ctx_->loading ? "the model is loading; retry shortly"
                                                         : "the server is shutting down"),
@@ -156,6 +170,8 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
   switch (spec->route) {
     case Route::kCompletions:
     case Route::kChat:
+    case Route::kResponses:
+    case Route::kResponse:
       break;  // handled above
     case Route::kModels:
       result.reply = ModelsReply(ctx_->model_id, created_, builder_.max_model_len());

@@ -2,6 +2,9 @@
 // GenerationJob whose output the connection streams:
 //
 //   POST /v1/completions, POST /v1/chat/completions   OpenAI API (job)
+//   POST /v1/responses, GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items
+//                                                     the Responses API (responses_api.h)
+//   DELETE /v1/sessions/{id}                          ends one of the caller's chat sessions
 //   GET  /v1/models, GET /v1/models/{id}              the served model
 //   GET  /health                                      liveness: 200 while the process runs
 //   GET  /ready                                       200 only when ctx.Ready(); else 503
@@ -40,6 +43,7 @@
 #include "server/http/http_generation.h"
 #include "server/http/http_types.h"
 #include "server/http/openai_codec.h"
+#include "server/http/responses_api.h"
 #include "server/api/request_builder.h"
 #include "server/api/server_context.h"
 
@@ -67,6 +71,9 @@ class HttpRouter {
   HttpReply Tokenize(const HttpRequestInfo& request);
   // /v1/cache/pins (GET lists, POST pins) and /v1/cache/pins/{id} (DELETE); http_pins.cpp.
   HttpReply Pins(const HttpRequestInfo& request, std::string_view pin_id, const std::string& tenant);
+  // /v1/responses and /v1/responses/{id}[/input_items] (`rest`: what follows the prefix);
+  // http_responses.cpp.
+  Result Responses(const HttpRequestInfo& request, std::string_view rest, const std::string& tenant);
   std::string NextId(ApiKind kind);
 
   ServerContext* ctx_;
@@ -76,6 +83,7 @@ class HttpRouter {
   std::atomic<uint64_t> next_id_{1};
   const uint64_t id_nonce_;
   const uint64_t label_key_;  // keys the labels of other tenants' cache owners (console.h)
+  std::shared_ptr<ResponseStore> responses_;  // stored responses (shared with their jobs)
 };
 
 // One log line per finished HTTP request: id, method, route, status, client, duration; for

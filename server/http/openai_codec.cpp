@@ -10,7 +10,7 @@
 namespace kvserve {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // as the other http/ files (one unity TU)
 
 // Reads optional fields of one JSON object with type checks; the first error wins.
 class FieldReader {
@@ -177,13 +177,19 @@ bool ParsePrompt(const json& p, std::vector<PromptInput>* prompts, FieldReader* 
   return true;
 }
 
-bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReader* r) {
-  if (!m.is_array()) return r->Fail("messages", "'messages' must be an array");
-  if (m.empty()) return r->Fail("messages", "'messages' must not be empty");
+// Chat messages, or (`input_items`) the Responses API's input items: message items
+// ({"type": "message"} or no type) whose content parts are input_text / output_text.
+bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReader* r,
+                   const std::string& field = "messages", bool input_items = false) {
+  if (!m.is_array()) return r->Fail(field, fmt::format("'{}' must be an array", field));
+  if (m.empty()) return r->Fail(field, fmt::format("'{}' must not be empty", field));
   for (size_t i = 0; i < m.size(); ++i) {
     const json& msg = m[i];
-    const std::string where = fmt::format("messages[{}]", i);
+    const std::string where = fmt::format("{}[{}]", field, i);
     if (!msg.is_object()) return r->Fail(where, fmt::format("'{}' must be an object", where));
+    if (auto item = msg.find("type"); input_items && item != msg.end() && *item != "message") {
+      return r->Fail(where + ".type", fmt::format("only 'message' input items are supported (got {})", item->dump()));
+    }
     ChatMessage out;
     auto role = msg.find("role");
     if (role == msg.end() || !role->is_string()) {
@@ -208,9 +214,10 @@ bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReade
         if (!part.is_object() || type == part.end() || !type->is_string()) {
           return r->Fail(pw, fmt::format("'{}' must be an object with a 'type'", pw));
         }
-        if (type->get<std::string>() != "text") {
-          return r->Fail(pw + ".type", fmt::format("only 'text' content parts are supported (got '{}')",
-                                                   type->get<std::string>()));
+        const std::string t = type->get<std::string>();
+        if (!(t == "text" || (input_items && (t == "input_text" || t == "output_text")))) {
+          return r->Fail(pw + ".type", fmt::format("only {} content parts are supported (got '{}')",
+                                                   input_items ? "'input_text' and 'output_text'" : "'text'", t));
         }
         auto text = part.find("text");
         if (text == part.end() || !text->is_string()) {
@@ -363,6 +370,48 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
   r.String("session_id", &q.session_id);
   r.String("cache_salt", &q.cache_salt);
   r.Int("priority", &q.priority);
+  return r.ok();
+}
+
+bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiError* error) {
+  json j;
+  if (!ParseObject(body, &j, error)) return false;
+  FieldReader r(j, error);
+  OpenAiRequest& q = out->generation;
+  q.kind = ApiKind::kChat;
+  r.String("model", &q.model);
+  RefuseUnsupported(&r);
+  const json* input = r.Get("input");
+  if (input == nullptr) {
+    r.Fail("input", "you must provide 'input'");
+  } else if (input->is_string()) {
+    q.messages.push_back({"user", input->get<std::string>()});
+  } else {
+    ParseMessages(*input, &q.messages, &r, "input", /*input_items=*/true);
+  }
+  if (const json* text = r.Get("text")) {
+    const json* format = text->is_object() && text->contains("format") ? &(*text)["format"] : nullptr;
+    if (!text->is_object() || (format != nullptr && !format->is_null() &&
+                               !(format->is_object() && format->value("type", "") == "text"))) {
+      r.Fail("text.format", "'text.format' other than {\"type\": \"text\"} is not supported");
+    }
+  }
+  std::string instructions;
+  if (r.Get("instructions") != nullptr) {
+    r.String("instructions", &instructions);
+    out->instructions = instructions;
+  }
+  r.String("previous_response_id", &out->previous_response_id);
+  r.Bool("store", &out->store);
+  int max_tokens = 0;
+  if (r.Int("max_output_tokens", &max_tokens, 1)) q.max_tokens = max_tokens;
+  r.Float("temperature", &q.sampling.temperature);
+  r.Float("top_p", &q.sampling.top_p);
+  r.Bool("stream", &q.stream);
+  r.String("user", &q.user);
+  if (const json* metadata = r.Get("metadata"); metadata != nullptr && !metadata->is_object()) {
+    r.Fail("metadata", "'metadata' must be an object");
+  }
   return r.ok();
 }
 

@@ -52,6 +52,19 @@ inline constexpr int kMaxJsonDepth = 32;
 [[nodiscard]] bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
                                       ApiError* error);
 
+// POST /v1/responses (server/http/responses_api.h): "input" (a string: one user message, or
+// message items whose content is a string or input_text / output_text parts), "instructions",
+// "previous_response_id", "store" (default true), "max_output_tokens" (>= 1), "temperature",
+// "top_p", "stream", "model", "user", "metadata" (an object, not kept); "text.format" other
+// than text and tools are refused like the chat API's. `generation.messages` holds the input.
+struct ResponsesRequest {
+  OpenAiRequest generation;
+  std::optional<std::string> instructions;
+  std::string previous_response_id;
+  bool store = true;
+};
+[[nodiscard]] bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiError* error);
+
 // POST /tokenize: {"prompt" | "text": string, "add_special_tokens": bool = true}, or
 // {"messages": [...], "add_generation_prompt": bool = true} (rendered with the chat template,
 // as vLLM's /tokenize and kvserve's gRPC Tokenize do); "model" as for generation.

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +35,8 @@
 
 namespace kvserve {
 
+class ResponsesTurn;  // responses_api.h
+
 // What every response and chunk of one HTTP request shares.
 struct ResponseMeta {
   ApiKind kind = ApiKind::kCompletion;
@@ -42,6 +45,8 @@ struct ResponseMeta {
   std::string model;
   bool logprobs = false;  // include logprobs objects (else null)
   bool include_usage = false;
+  // Set for POST /v1/responses: its objects and events replace the chat completion's.
+  std::shared_ptr<ResponsesTurn> responses;
 };
 
 // One choice of a complete (non-streaming) response.

@@ -1,6 +1,7 @@
 // The official `openai` npm SDK against a real `kvserve serve` on loopback: completions, chat,
-// streaming (with stream_options.include_usage), logprobs, models, and the SDK's typed
-// errors for a wrong model and a wrong key. Requires `npm ci` in tests/e2e.
+// streaming (with stream_options.include_usage), logprobs, models, the Responses API
+// (create, stream, a previous_response_id chain, retrieve, input items, delete), and the SDK's
+// typed errors for a wrong model and a wrong key. Requires `npm ci` in tests/e2e.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -98,6 +99,57 @@ describe('openai SDK', () => {
     assert.deepEqual(last.choices, []);
     assert.equal(last.usage.completion_tokens, 24);
     assert.equal(last.usage.prompt_tokens, full.usage.prompt_tokens);
+  });
+
+  test('responses.create, streamed and not, agree (greedy)', async () => {
+    const params = { model: MODEL_ID, input: 'Lily liked to', max_output_tokens: 20, temperature: 0, store: false };
+    const full = await client.responses.create(params);
+    assert.equal(full.object, 'response');
+    assert.equal(full.status, 'incomplete');
+    assert.equal(full.incomplete_details.reason, 'max_output_tokens');
+    assert.ok(full.output_text.length > 0, 'the SDK found no output text');
+    assert.equal(full.usage.output_tokens, 20);
+    const stream = await client.responses.create({ ...params, stream: true });
+    const types = [];
+    let text = '';
+    let last;
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === 'response.output_text.delta') text += event.delta;
+      last = event;
+    }
+    assert.equal(types[0], 'response.created');
+    assert.equal(last.type, 'response.incomplete');
+    assert.equal(text, full.output_text);
+    assert.equal(last.response.usage.output_tokens, 20);
+  });
+
+  test('responses: a previous_response_id chain prefills only the new input; retrieve, input items, delete',
+       async () => {
+    const r1 = await client.responses.create({ model: MODEL_ID, input: 'Tell me a story about a dog.',
+                                               instructions: 'You tell short stories.', max_output_tokens: 24 });
+    const r2 = await client.responses.create({ model: MODEL_ID, previous_response_id: r1.id,
+                                               input: [{ role: 'user', content: 'What did the dog do next?' }],
+                                               max_output_tokens: 24 });
+    const r3 = await client.responses.create({ model: MODEL_ID, previous_response_id: r2.id,
+                                               input: 'And then?', max_output_tokens: 8 });
+    // Instructions apply to one response: r2 re-renders without them, so r1's prefix differs;
+    // from r2 on the chain reuses everything it computed.
+    const before = r2.usage.input_tokens + r2.usage.output_tokens;
+    assert.ok(r3.usage.input_tokens_details.cached_tokens >= before - 2,
+              `r3 reused ${r3.usage.input_tokens_details.cached_tokens} of ${before} tokens`);
+    assert.equal(r3.previous_response_id, r2.id);
+    const again = await client.responses.retrieve(r2.id);
+    assert.equal(again.id, r2.id);
+    assert.equal(again.output_text, r2.output_text);
+    const items = [];
+    for await (const item of client.responses.inputItems.list(r2.id)) items.push(item);
+    assert.equal(items.length, 1);
+    assert.equal(items[0].content[0].text, 'What did the dog do next?');
+    await client.responses.delete(r1.id);
+    await assert.rejects(client.responses.retrieve(r1.id), (e) => e instanceof OpenAI.NotFoundError);
+    await assert.rejects(client.responses.create({ model: MODEL_ID, previous_response_id: 'resp_nope', input: 'x' }),
+                         (e) => e instanceof OpenAI.NotFoundError && e.param === 'previous_response_id');
   });
 
   test('SDK errors: unknown model (404), wrong key (401)', async () => {

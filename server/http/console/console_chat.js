@@ -46,6 +46,11 @@ function newChat() {
   chat.controller = null;
   chat.gen++;  // a reply still winding down no longer touches this conversation
   setBusy(false);
+  // The old conversation's cache is of no more use: free its blocks now, not at the TTL.
+  if (chat.history.length > 0 && $('session').checked) {
+    fetch('v1/sessions/' + encodeURIComponent(chat.sessionId), { method: 'DELETE', headers: authHeaders() })
+      .catch(() => { /* the TTL ends it */ });
+  }
   chat.history = [];
   chat.pending = null;
   chat.turnShown = false;

@@ -1,0 +1,120 @@
+// The Responses API (OpenAI's POST /v1/responses), on kvserve's chat sessions:
+//
+//   POST   /v1/responses                    {"input": string | [message items], "instructions",
+//                                           "previous_response_id", "store" (default true),
+//                                           "max_output_tokens", "temperature", "top_p",
+//                                           "stream", "model", "user", "metadata"}
+//   GET    /v1/responses/{id}               the stored response object
+//   DELETE /v1/responses/{id}               {"id", "object": "response", "deleted": true}
+//   GET    /v1/responses/{id}/input_items   {"object": "list", "data": [message items], ...}
+//
+// Conversation state: a stored response keeps the whole conversation (every input message and
+// every output so far). A request with previous_response_id continues it: the conversation is
+// rendered with the chat template as a chat completion would be, under the chain's chat
+// session, so only the new input is prefilled (the session matches the re-rendered history
+// against its cache: engine/history_match.h). `instructions` apply to the one response (as
+// OpenAI's do; a system message in front), and are not carried to the next. Responses belong
+// to the caller's API key: another key's id is 404, as an unknown one.
+//
+// Stream events (SSE "event: <type>" + "data: <json>"): response.created,
+// response.in_progress, response.output_item.added, response.content_part.added,
+// response.output_text.delta..., response.output_text.done, response.content_part.done,
+// response.output_item.done, then response.completed (or response.incomplete when
+// max_output_tokens cut it), each with a sequence_number; an error after the start is an
+// "error" event. Usage: {"input_tokens", "input_tokens_details": {"cached_tokens"},
+// "output_tokens", "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens"}.
+//
+// Thread-safe: the store has its own lock; a ResponsesTurn belongs to one GenerationJob.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/tokenizer/chat_template.h"
+#include "server/api/error_mapping.h"
+
+namespace kvserve {
+
+struct StoredResponse {
+  std::string id;
+  std::string tenant;
+  std::string session_id;                // the chain's chat session ("" when not stored)
+  std::vector<ChatMessage> conversation; // inputs and outputs so far, this response's output last
+  std::vector<ChatMessage> input;        // this request's input items
+  std::string object;                    // the response object (JSON)
+};
+
+// Stored responses, at most `max_stored` (the oldest go first).
+class ResponseStore {
+ public:
+  explicit ResponseStore(size_t max_stored = 4096) : max_stored_(max_stored) {}
+  void Put(StoredResponse response);
+  // Null when `tenant` has no response `id`.
+  std::optional<StoredResponse> Get(const std::string& tenant, const std::string& id) const;
+  bool Delete(const std::string& tenant, const std::string& id);
+
+ private:
+  static std::string Key(const std::string& tenant, const std::string& id);
+  const size_t max_stored_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, StoredResponse> responses_;  // by Key
+  std::deque<std::string> order_;                               // keys, oldest first
+};
+
+// What a response object repeats of its request.
+struct ResponsesTurnInfo {
+  std::string id;  // "resp_..."
+  std::string model;
+  int64_t created_at = 0;
+  std::optional<std::string> instructions;
+  std::string previous_response_id;
+  bool store = true;
+  std::optional<int> max_output_tokens;
+  float temperature = 1;
+  float top_p = 1;
+  std::string user;
+  // Stored with the response when `store`.
+  std::string tenant;
+  std::string session_id;
+  std::vector<ChatMessage> conversation;  // without instructions; this request's input last
+  std::vector<ChatMessage> input;
+};
+
+// The output side of one POST /v1/responses: events and the final object; stores the
+// response (when asked) once it completed.
+class ResponsesTurn {
+ public:
+  ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store);
+
+  std::string StartEvents();                        // created ... content_part.added
+  std::string DeltaEvent(const std::string& text);  // response.output_text.delta
+  // output_text.done ... response.completed / response.incomplete.
+  std::string EndEvents(const RequestUsage& usage, std::optional<FinishReason> finish);
+  std::string ErrorEvent(const ApiError& error);
+  // Non-streaming: the response object.
+  std::string FinalBody(const std::string& text, const RequestUsage& usage, std::optional<FinishReason> finish);
+
+ private:
+  std::string Object(const char* status, const RequestUsage* usage, std::optional<FinishReason> finish) const;
+  std::string Event(const std::string& type, std::string fields_json);
+  void Store(const std::string& object);
+
+  ResponsesTurnInfo info_;
+  std::shared_ptr<ResponseStore> store_;
+  std::string message_id_;
+  std::string text_;
+  int sequence_ = 0;
+};
+
+// GET /v1/responses/{id}/input_items: the list object (`ascending`: oldest first; OpenAI's
+// default order is newest first).
+std::string InputItemsJson(const StoredResponse& response, bool ascending);
+
+}  // namespace kvserve
