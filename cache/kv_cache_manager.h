@@ -193,6 +193,12 @@ class KvCacheManager {
   // REQUIRES: IsSwapped(seq).
   [[nodiscard]] std::optional<SwapPlan> SwapIn(SeqId seq);
   bool IsSwapped(SeqId seq) const;
+  // Cache positions `seq` holds (also while swapped). REQUIRES: Contains(seq).
+  int num_cached_tokens(SeqId seq) const;
+  // While swapped: seq's host slots, one per block in table order (else empty).
+  std::span<const int32_t> host_slots(SeqId seq) const;
+  // Whether a block of seq is in (or, swapped, came from) the compaction region.
+  bool holds_compact_blocks(SeqId seq) const;
   uint8_t* host_block_data(int32_t host_slot);
   // The host tier's whole memory (for the backend to page-lock); empty when the tier is off.
   std::span<uint8_t> host_tier_memory();

@@ -122,6 +122,17 @@ bool KvCacheManager::IsSwapped(SeqId seq) const {
   return it != impl_->seqs.end() && it->second.swapped;
 }
 
+int KvCacheManager::num_cached_tokens(SeqId seq) const { return impl_->Get(seq).table.num_tokens(); }
+
+std::span<const int32_t> KvCacheManager::host_slots(SeqId seq) const { return impl_->Get(seq).host_slots; }
+
+bool KvCacheManager::holds_compact_blocks(SeqId seq) const {
+  const Impl::Seq& s = impl_->Get(seq);
+  if (s.swapped) return std::find(s.host_compact.begin(), s.host_compact.end(), 1) != s.host_compact.end();
+  const std::span<const BlockId> blocks = s.table.blocks();
+  return std::any_of(blocks.begin(), blocks.end(), [&](BlockId b) { return is_compact_block(b); });
+}
+
 uint8_t* KvCacheManager::host_block_data(int32_t host_slot) { return impl_->host.data(host_slot); }
 std::span<uint8_t> KvCacheManager::host_tier_memory() { return impl_->host.memory(); }
 

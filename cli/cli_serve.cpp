@@ -55,6 +55,8 @@ struct ServeOptions {
   const CLI::Option* log_level_option = nullptr;
   bool profile = false;
   double profile_interval = 0;
+  std::string state_dir;  // "": conversations are kept in memory only
+  uint64_t state_max_bytes = uint64_t{8} << 30;
 };
 
 // --profile: the report on stderr, with what it covers.
@@ -236,6 +238,13 @@ int RunServe(ServeOptions& o) {
   StatusOr<TlsMaterial> tls = LoadTlsMaterial(o.server.tls);
   if (!tls.ok()) return ReportError(kCommand, tls.status().message(), kExitUsageError);
   ctx.tls = std::move(tls).value();
+  if (!o.state_dir.empty()) {
+    StatusOr<std::unique_ptr<StateDir>> state = StateDir::Open(o.state_dir, static_cast<int64_t>(o.state_max_bytes));
+    if (!state.ok()) return ReportError(kCommand, state.status().message(), kExitUsageError);
+    ctx.state = std::move(state).value();
+    LOG_INFO("state directory {} (at most {:.1f} MiB): conversations continue after a restart", o.state_dir,
+             static_cast<double>(o.state_max_bytes) / (1 << 20));
+  }
 
   StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(&ctx);
   if (!http.ok()) return ReportError(kCommand, http.status().message(), kExitRuntimeError);
@@ -260,6 +269,7 @@ int RunServe(ServeOptions& o) {
   StatusOr<EnginePlan> plan = PlanEngine(o.engine, *model);
   if (!plan.ok()) return ReportError(kCommand, plan.status().message(), kExitUsageError);
   plan->config.profiler = profiler.get();
+  plan->config.state = ctx.state;
   StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);
   if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
   ctx.backend_name = plan->device;
@@ -363,6 +373,12 @@ void RegisterServeCommand(CommandRegistry& registry) {
                 "Honour the priority field of requests (off: a non-zero priority is refused with 400)");
   sub->add_flag("--protect-observability", s.protect_observability, "Require the API key for /health, /ready "
                                                                      "and /metrics too");
+  sub->add_option("--state-dir", o->state_dir,
+                  "Directory where chat sessions' KV caches and stored responses outlive a restart (written when "
+                  "they leave memory and at shutdown; read back by the next turn)");
+  sub->add_option("--state-max-bytes", o->state_max_bytes, "Disk --state-dir may use, e.g. 20GiB (least "
+                                                           "recently used records go first)")
+      ->transform(CLI::AsSizeValue(false));
   sub->add_option("--shutdown-grace", s.shutdown_grace_seconds, "Seconds in-flight requests get after SIGTERM")
       ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--max-body-size", s.max_body_bytes, "Largest request body (413 beyond), e.g. 8MiB")

@@ -46,7 +46,7 @@ void ChatSessionStore::DropLruWhile(const std::function<bool()>& over_limit, con
       if (lru == nullptr || s.last_used < lru->last_used) lru = &s;
     }
     if (lru == nullptr) return;
-    ReleaseCache(lru, true);
+    Evict(lru);
     sessions_.erase(Key(lru->tenant, lru->id));
   }
 }
@@ -74,7 +74,7 @@ Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id
   s.in_use = true;
   s.last_used = Clock::now();
   seq->window = config_.window;
-  if (!s.has_cache) return OkStatus();
+  if (!s.has_cache && !RestoreFromDisk(&s)) return OkStatus();
 
   HistoryReuse match;
   const int reuse = PlanReuse(s, *seq, &match);
@@ -173,7 +173,10 @@ void ChatSessionStore::Detach(const std::string& tenant, const std::string& id, 
 
 bool ChatSessionStore::Drop(const std::string& tenant, const std::string& id) {
   auto it = sessions_.find(Key(tenant, id));
-  if (it == sessions_.end() || it->second.in_use) return false;
+  if (it != sessions_.end() && it->second.in_use) return false;
+  // A session that left memory may be on disk only (after a restart).
+  const bool on_disk = config_.state != nullptr && config_.state->Remove("sessions", Key(tenant, id));
+  if (it == sessions_.end()) return on_disk;
   ReleaseCache(&it->second, true);
   sessions_.erase(it);
   return true;
@@ -192,7 +195,7 @@ bool ChatSessionStore::ReclaimOne() {
       return true;
     }
   }
-  ReleaseCache(lru, true);
+  Evict(lru);
   return true;
 }
 
@@ -214,7 +217,7 @@ void ChatSessionStore::Expire(Clock::time_point now) {
   }
   for (const std::string& key : expired) {
     LOG_DEBUG("a chat session of tenant '{}' expired", sessions_[key].tenant);
-    ReleaseCache(&sessions_[key], true);
+    Evict(&sessions_[key]);
     sessions_.erase(key);
   }
 }

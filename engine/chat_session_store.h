@@ -8,6 +8,11 @@
 // first when there is one), and under memory pressure the least recently used idle session
 // gives up its cache (it keeps its tokens; the next turn recomputes).
 //
+// With a state directory (`--state-dir`, engine/state_dir.h) a session's cache that leaves
+// memory (limits, TTL, pressure without host room) and every idle one at shutdown is written
+// to disk, and the session's next turn reads it back (chat_session_disk.cpp): a conversation
+// survives a restart. A session holding compaction-region blocks is not written.
+//
 // Sessions are named by (tenant, id): each tenant (API key) has its own namespace, so one
 // tenant can neither see, use, block nor drop another's session, and errors never echo ids.
 // Engine thread only.
@@ -22,6 +27,7 @@
 #include "cache/kv_cache_manager.h"
 #include "engine/history_match.h"
 #include "engine/sequence.h"
+#include "engine/state_dir.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -32,6 +38,8 @@ struct ChatSessionConfig {
   double ttl_seconds = 600;
   WindowPolicy window;  // applied to every session's sequence
   int max_model_len = 0;  // without a window, a continued prompt stays shorter than this
+  StateDir* state = nullptr;   // nullable, not owned: where caches go when they leave memory
+  std::string state_identity;  // StateIdentity() of the model and the KV layout
 };
 
 struct ChatSession {
@@ -56,6 +64,9 @@ class ChatSessionStore {
   struct ByteMover {
     std::function<Status(const KvCacheManager::SwapPlan&, bool to_host)> swap;
     std::function<Status(std::span<const std::pair<BlockId, BlockId>>)> copy;
+    // One device block's bytes (spec().block_bytes()), out and in (with a state directory).
+    std::function<Status(BlockId, std::span<uint8_t>)> read;
+    std::function<Status(BlockId, std::span<const uint8_t>)> write;
   };
   // `next_seq_id` hands out fresh cache sequence ids; `tokenizer` reads the texts that
   // MatchHistory compares.
@@ -72,13 +83,16 @@ class ChatSessionStore {
   [[nodiscard]] Status Attach(const std::string& tenant, const std::string& id, Sequence* seq);
   // Takes back the cache of `seq` (the session's request finished, failed or was aborted).
   void Detach(const std::string& tenant, const std::string& id, Sequence* seq);
-  // Drops a session and frees its cache; false when unknown or in use.
+  // Drops a session, frees its cache and removes its record on disk; false when unknown or in
+  // use.
   bool Drop(const std::string& tenant, const std::string& id);
   // Moves the least recently used idle session's cache to the host tier, or frees it when
   // there is no room there; false when no idle session holds device blocks.
   bool ReclaimOne();
   // Applies the TTL: offloads or drops idle sessions.
   void Expire(Clock::time_point now);
+  // Writes every idle session's cache to the state directory (at shutdown); how many.
+  int SaveAll();
 
   int size() const { return static_cast<int>(sessions_.size()); }
   // Visits every session that holds a cache no request is using (on the device or the host).
@@ -98,6 +112,13 @@ class ChatSessionStore {
   // Cuts the cache of `seq` to `num_tokens` positions; false if that needed a block copy for
   // which there was no room (the cache is then unchanged).
   bool TruncateCache(SeqId seq, int num_tokens);
+  // chat_session_disk.cpp: writes an idle session's cache to the state directory (false
+  // without one, or when it could not); reads it back into a session without a cache (false
+  // when there is no valid record or no room: the turn recomputes).
+  bool SaveToDisk(const ChatSession& s);
+  bool RestoreFromDisk(ChatSession* s);
+  // ReleaseCache for a session that leaves memory: to disk first when there is a state dir.
+  void Evict(ChatSession* s);
   // Drops least recently used idle sessions while `over_limit()`.
   void DropLruWhile(const std::function<bool()>& over_limit, const std::string& tenant);
 

@@ -25,6 +25,7 @@
 #include "engine/model/weights.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
+#include "engine/state_dir.h"
 #include "engine/stats.h"
 
 namespace kvserve {
@@ -83,6 +84,9 @@ struct EngineConfig {
   double session_ttl_seconds = 600;   // idle sessions are dropped (or offloaded) after this
   int max_sessions = 256;
   int max_sessions_per_tenant = 64;
+  // --state-dir: idle sessions' caches are written here when they leave memory and at
+  // shutdown, and read back by their next turn (null: kept in memory only).
+  std::shared_ptr<StateDir> state;
   // Misc.
   uint64_t seed = 0;                  // default sampling seed base
   // Benchmarks only: forget every sequence's cache after each generated token, so each

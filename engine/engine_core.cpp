@@ -94,6 +94,12 @@ Status EngineCore::Init() {
     return runner_->MoveSwapBlocks(plan, to_host);
   };
   mover.copy = [this](std::span<const std::pair<BlockId, BlockId>> copies) { return runner_->CopyBlocks(copies); };
+  mover.read = [this](BlockId id, std::span<uint8_t> out) { return backend_->ReadBlock(id, out); };
+  mover.write = [this](BlockId id, std::span<const uint8_t> in) { return backend_->WriteBlock(id, in); };
+  if (config_.state) {
+    sc.state = config_.state.get();
+    sc.state_identity = StateIdentity(*model_, spec);
+  }
   sc.max_model_len = max_model_len_;
   sessions_ = std::make_unique<ChatSessionStore>(sc, cache_.get(), &model_->tokenizer(),
                                                  [this] { return next_seq_id_++; }, std::move(mover));
@@ -301,6 +307,7 @@ void EngineCore::Loop() {
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id, UnavailableError("the engine stopped"));
   ReapFinished();
+  sessions_->SaveAll();  // with --state-dir: conversations continue after a restart
   PublishStats(/*full=*/true);
 }
 

@@ -50,6 +50,8 @@ struct ServerContext {
   // and writing them (ProfileOp::kNetworkWrite). Nullable, not owned; set before the front
   // ends start and outlives them.
   Profiler* profiler = nullptr;
+  // --state-dir (null: none): stored responses here, chat sessions' caches in the engine's.
+  std::shared_ptr<StateDir> state;
   std::atomic<bool> loading{true};    // /ready is 503 until the model is loaded
   std::atomic<bool> draining{false};  // /ready is 503 and new requests are refused
   // Generation requests refused before the engine accepted them: the wire format did not

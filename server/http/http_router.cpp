@@ -104,7 +104,7 @@ HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
       id_nonce_(std::random_device{}()),
       label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()),
-      responses_(std::make_shared<ResponseStore>()) {}
+      responses_(std::make_shared<ResponseStore>(4096, ctx->state.get())) {}
 
 std::string HttpRouter::NextId(ApiKind kind) {
   return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "server/http/openai_format.h"
 
 namespace kvserve {
@@ -32,9 +33,41 @@ std::string ResponseStore::Key(const std::string& tenant, const std::string& id)
   return std::to_string(tenant.size()) + ":" + tenant + id;
 }
 
-void ResponseStore::Put(StoredResponse response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string key = Key(response.tenant, response.id);
+namespace {
+
+constexpr std::string_view kDiskKind = "responses";
+// Stored responses are plain JSON, valid for any model: their identity is the format's.
+const std::string& DiskIdentity() {
+  static const std::string identity = Sha256("kvserve stored response v1");
+  return identity;
+}
+
+json MessagesJson(const std::vector<ChatMessage>& messages) {
+  json out = json::array();
+  for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
+  return out;
+}
+
+std::optional<StoredResponse> ParseStored(const std::string& text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  try {
+    StoredResponse r;
+    r.id = j.at("id").get<std::string>();
+    r.tenant = j.at("tenant").get<std::string>();
+    r.session_id = j.at("session_id").get<std::string>();
+    for (const json& m : j.at("conversation")) r.conversation.push_back({m.at("role"), m.at("content")});
+    for (const json& m : j.at("input")) r.input.push_back({m.at("role"), m.at("content")});
+    r.object = j.at("object").get<std::string>();
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void ResponseStore::PutLocked(const std::string& key, StoredResponse response) {
   if (responses_.insert_or_assign(key, std::move(response)).second) order_.push_back(key);
   while (responses_.size() > max_stored_ && !order_.empty()) {
     responses_.erase(order_.front());
@@ -42,17 +75,45 @@ void ResponseStore::Put(StoredResponse response) {
   }
 }
 
-std::optional<StoredResponse> ResponseStore::Get(const std::string& tenant, const std::string& id) const {
+void ResponseStore::Put(StoredResponse response) {
+  const std::string key = Key(response.tenant, response.id);
+  if (disk_ != nullptr) {
+    const json j = {{"id", response.id},
+                    {"tenant", response.tenant},
+                    {"session_id", response.session_id},
+                    {"conversation", MessagesJson(response.conversation)},
+                    {"input", MessagesJson(response.input)},
+                    {"object", response.object}};
+    if (Status st = disk_->Write(kDiskKind, key, DiskIdentity(), DumpObject(j)); !st.ok()) {
+      LOG_WARN("a stored response was not written to the state directory: {}", st.message());
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = responses_.find(Key(tenant, id));
-  if (it == responses_.end()) return std::nullopt;
-  return it->second;
+  PutLocked(key, std::move(response));
+}
+
+std::optional<StoredResponse> ResponseStore::Get(const std::string& tenant, const std::string& id) {
+  const std::string key = Key(tenant, id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = responses_.find(key);
+    if (it != responses_.end()) return it->second;
+  }
+  if (disk_ == nullptr) return std::nullopt;
+  std::optional<std::string> text = disk_->Read(kDiskKind, key, DiskIdentity());
+  std::optional<StoredResponse> r = text ? ParseStored(*text) : std::nullopt;
+  if (!r || r->tenant != tenant || r->id != id) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  PutLocked(key, *r);
+  return r;
 }
 
 bool ResponseStore::Delete(const std::string& tenant, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
   const std::string key = Key(tenant, id);
-  if (responses_.erase(key) == 0) return false;
+  const bool on_disk = Get(tenant, id).has_value();  // after a restart it is only there
+  if (disk_ != nullptr) disk_->Remove(kDiskKind, key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (responses_.erase(key) == 0) return on_disk;
   std::erase(order_, key);
   return true;
 }

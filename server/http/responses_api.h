@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/state_dir.h"
 #include "engine/tokenizer/chat_template.h"
 #include "server/api/error_mapping.h"
 
@@ -51,18 +52,22 @@ struct StoredResponse {
   std::string object;                    // the response object (JSON)
 };
 
-// Stored responses, at most `max_stored` (the oldest go first).
+// Stored responses, at most `max_stored` in memory (the oldest go first). With a state
+// directory (--state-dir) every stored response is also written there, and one no longer in
+// memory (after a restart, or past max_stored) is read back from it.
 class ResponseStore {
  public:
-  explicit ResponseStore(size_t max_stored = 4096) : max_stored_(max_stored) {}
+  explicit ResponseStore(size_t max_stored = 4096, StateDir* disk = nullptr) : max_stored_(max_stored), disk_(disk) {}
   void Put(StoredResponse response);
   // Null when `tenant` has no response `id`.
-  std::optional<StoredResponse> Get(const std::string& tenant, const std::string& id) const;
+  std::optional<StoredResponse> Get(const std::string& tenant, const std::string& id);
   bool Delete(const std::string& tenant, const std::string& id);
 
  private:
   static std::string Key(const std::string& tenant, const std::string& id);
+  void PutLocked(const std::string& key, StoredResponse response);
   const size_t max_stored_;
+  StateDir* const disk_;  // nullable, not owned
   mutable std::mutex mu_;
   std::unordered_map<std::string, StoredResponse> responses_;  // by Key
   std::deque<std::string> order_;                               // keys, oldest first
