@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/model/gguf.h"
 #include "engine/model/synthetic.h"
@@ -21,6 +23,8 @@ struct MkmodelOptions {
   std::string dtype = "f16";
   uint64_t seed = ModelLoadOptions{}.seed;  // the seed synthetic:<preset> uses
   std::string output;
+  VocabSource vocab;  // path empty: the preset's built-in vocabulary
+  std::string chat_template_file;
 };
 
 int RunMkmodel(const MkmodelOptions& o) {
@@ -36,6 +40,18 @@ int RunMkmodel(const MkmodelOptions& o) {
   so.dtype = *ParseGgmlType(o.dtype);
   so.num_layers = o.layers;
   so.seed = o.seed;
+  if (!o.vocab.path.empty()) {
+    VocabSource source = o.vocab;
+    if (!o.chat_template_file.empty()) {
+      std::ifstream in(o.chat_template_file);
+      if (!in) return ReportError(kCommand, "cannot read " + o.chat_template_file, kExitUsageError);
+      source.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    StatusOr<Vocab> vocab = LoadVocabForSynthetic(source);
+    if (!vocab.ok()) return ReportError(kCommand, vocab.status().message(), kExitUsageError);
+    so.preset.vocab_size = static_cast<int>(vocab->tokens.size());
+    so.vocab = std::move(vocab).value();
+  }
   StatusOr<GgufWriter> writer = MakeSyntheticGguf(so);
   if (!writer.ok()) return ReportError(kCommand, writer.status().message(), kExitUsageError);
   if (Status s = writer->WriteFile(o.output); !s.ok()) return ReportError(kCommand, s.message(), kExitRuntimeError);
@@ -73,6 +89,16 @@ void RegisterMkmodelCommand(CommandRegistry& registry) {
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}));
   sub->add_option("--seed", o->seed, "Weight seed (the default is the one synthetic:<preset> uses)");
   sub->add_option("-o,--output", o->output, "Output file (.gguf)")->required();
+  sub->add_option("--vocab", o->vocab.path, "Take the vocabulary from this GGUF (e.g. a vocab-only one) instead "
+                                            "of the preset's")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--control-token", o->vocab.control, "With --vocab: a control token to append unless the "
+                                                       "vocabulary has it (repeatable)");
+  sub->add_option("--bos", o->vocab.bos, "With --vocab: the text of the beginning-of-sequence token");
+  sub->add_option("--eos", o->vocab.eos, "With --vocab: the text of the end-of-sequence token");
+  sub->add_option("--chat-template", o->chat_template_file, "With --vocab: a file with the chat template "
+                                                            "(Jinja text) to store")
+      ->check(CLI::ExistingFile);
 }
 
 }  // namespace kvserve::cli

@@ -128,6 +128,31 @@ StatusOr<SyntheticOptions> ParseSyntheticSpec(std::string_view spec, const Model
   return o;
 }
 
+StatusOr<Vocab> LoadVocabForSynthetic(const VocabSource& source) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(source.path));
+  ASSIGN_OR_RETURN(Vocab v, LoadVocab(*file));
+  auto find = [&](const std::string& text) -> int32_t {
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      if (v.tokens[i] == text) return static_cast<int32_t>(i);
+    }
+    return -1;
+  };
+  if (v.types.empty()) v.types.assign(v.tokens.size(), TokenType::kNormal);
+  for (const std::string& c : source.control) {
+    if (find(c) >= 0) continue;
+    v.tokens.push_back(c);
+    v.types.push_back(TokenType::kControl);
+    if (!v.scores.empty()) v.scores.push_back(0);
+  }
+  for (const auto& [text, id] : {std::pair{&source.bos, &v.bos_id}, std::pair{&source.eos, &v.eos_id}}) {
+    if (text->empty()) continue;
+    *id = find(*text);
+    if (*id < 0) return InvalidArgumentError("the vocabulary has no token '" + *text + "'");
+  }
+  v.chat_template = source.chat_template;
+  return v;
+}
+
 Vocab MakeSyntheticVocab(int size, std::span<const std::string_view> control) {
   CHECK_GE(size, 259 + static_cast<int>(control.size()));
   const int pieces_end = size - static_cast<int>(control.size());

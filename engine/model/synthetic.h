@@ -67,6 +67,18 @@ struct SyntheticOptions {
 // <|endoftext|>, <|user|>, ...). REQUIRES: size >= 259 + control.size().
 Vocab MakeSyntheticVocab(int size, std::span<const std::string_view> control = {});
 
+// A real vocabulary for SyntheticOptions::vocab, from a GGUF (e.g. a vocab-only one): the
+// `control` tokens it lacks appended as control tokens, BOS and EOS set to the tokens of
+// these texts when given (else the file's), and `chat_template` as its template.
+struct VocabSource {
+  std::string path;
+  std::vector<std::string> control;
+  std::string bos;
+  std::string eos;
+  std::string chat_template;
+};
+[[nodiscard]] StatusOr<Vocab> LoadVocabForSynthetic(const VocabSource& source);
+
 // The model as GGUF metadata + tensors.
 [[nodiscard]] StatusOr<GgufWriter> MakeSyntheticGguf(const SyntheticOptions& options);
 

@@ -30,34 +30,15 @@ inline std::string VocabFile(const std::string& vocab) { return "tokenizer/ggml-
 
 // Null (with a test failure) when the vocabulary cannot be read.
 inline std::shared_ptr<const Model> LoadVocabModel(const VocabModelSpec& spec) {
-  auto file = GgufFile::Open(SharedPath(VocabFile(spec.vocab)));
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  StatusOr<Vocab> vocab = LoadVocab(**file);
+  StatusOr<Vocab> vocab = LoadVocabForSynthetic(
+      {SharedPath(VocabFile(spec.vocab)), spec.control, spec.bos, spec.eos, spec.chat_template});
   EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
   if (!vocab.ok()) return nullptr;
-  Vocab& v = *vocab;
-  auto find = [&](const std::string& text) -> int32_t {
-    for (size_t i = 0; i < v.tokens.size(); ++i) {
-      if (v.tokens[i] == text) return static_cast<int32_t>(i);
-    }
-    return -1;
-  };
-  if (v.types.empty()) v.types.assign(v.tokens.size(), TokenType::kNormal);
-  for (const std::string& c : spec.control) {
-    if (find(c) >= 0) continue;
-    v.tokens.push_back(c);
-    v.types.push_back(TokenType::kControl);
-    if (!v.scores.empty()) v.scores.push_back(0);
-  }
-  if (!spec.bos.empty()) v.bos_id = find(spec.bos);
-  if (!spec.eos.empty()) v.eos_id = find(spec.eos);
-  v.chat_template = spec.chat_template;
 
   SyntheticOptions options;
   options.preset = *FindSyntheticPreset("tiny");
   options.dtype = GgmlType::kF32;
-  options.vocab = std::move(v);
+  options.vocab = std::move(vocab).value();
   StatusOr<GgufWriter> writer = MakeSyntheticGguf(options);
   EXPECT_TRUE(writer.ok()) << writer.status().ToString();
   if (!writer.ok()) return nullptr;

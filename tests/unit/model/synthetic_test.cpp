@@ -9,6 +9,7 @@
 
 #include "engine/model/gguf.h"
 #include "engine/model/weights.h"
+#include "tests/test_paths.h"
 
 namespace kvserve {
 namespace synthetic_test {
@@ -82,6 +83,21 @@ TEST(SyntheticPresets, SamePresetSameBytes) {
   EXPECT_EQ(a, MakeSyntheticGguf(o)->Serialize());
   o.seed += 1;
   EXPECT_NE(a, MakeSyntheticGguf(o)->Serialize());
+}
+
+// `kvserve mkmodel --vocab`: a real vocabulary with the control tokens a template needs.
+TEST(SyntheticVocab, ARealVocabularyGetsItsControlTokensAndTemplate) {
+  REQUIRE_SHARED_FILE("tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string path = testing::SharedPath("tokenizer/ggml-vocab-gpt-2.gguf");
+  StatusOr<Vocab> v = LoadVocabForSynthetic({path, {"<|im_start|>", "<|im_end|>"}, "", "<|im_end|>", "{{ chatml }}"});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->tokens.size(), 50257u + 2);  // GPT-2's, then the two appended
+  EXPECT_EQ(v->tokens[static_cast<size_t>(v->eos_id)], "<|im_end|>");
+  EXPECT_EQ(v->types[static_cast<size_t>(v->eos_id)], TokenType::kControl);
+  EXPECT_EQ(v->chat_template, "{{ chatml }}");
+  // A BOS or EOS the vocabulary does not have is an error, not a silent -1.
+  EXPECT_EQ(LoadVocabForSynthetic({path, {}, "<|begin_of_text|>", "", ""}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace synthetic_test
