@@ -7,6 +7,7 @@
 // under the key of (tenant, id) and the identity of the model and KV layout (StateDir checks
 // both and the checksum). A record is read back once: the session in memory is the truth
 // from then on, and the file goes.
+#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
@@ -96,6 +97,7 @@ bool ChatSessionStore::SaveToDisk(const ChatSession& s) {
 
 bool ChatSessionStore::RestoreFromDisk(ChatSession* s) {
   if (config_.state == nullptr || s->has_cache || !mover_.write) return false;
+  const auto start = std::chrono::steady_clock::now();
   const std::string key = Key(s->tenant, s->id);
   std::optional<std::string> payload = config_.state->Read(kKind, key, config_.state_identity);
   if (!payload) return false;
@@ -147,6 +149,9 @@ bool ChatSessionStore::RestoreFromDisk(ChatSession* s) {
   s->tokens = std::move(tokens);
   s->generated = std::move(generated);
   s->num_evicted = num_evicted;
+  LOG_INFO("a chat session's cache came back from disk: {} positions, {:.1f} MiB in {:.0f} ms", positions,
+           static_cast<double>(bytes.size()) / (1 << 20),
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return true;
 }
 

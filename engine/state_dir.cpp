@@ -155,8 +155,11 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
   if (!fs::exists(path, ec)) return std::nullopt;
   std::string data;
   {
-    std::ifstream in(path, std::ios::binary);
-    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    data.resize(static_cast<size_t>(std::max<std::streamoff>(0, in.tellg())));
+    in.seekg(0);
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!in) data.clear();  // unreadable: rejected as truncated below
   }
   auto reject = [&](const char* why) -> std::optional<std::string> {
     LOG_WARN("state file {} ignored and removed: {}", path, why);
@@ -190,7 +193,9 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
   at += sizeof(payload_len);
   if (payload_len != data.size() - at - kHashBytes) return reject("bad payload length");
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
-  return data.substr(at, payload_len);
+  data.resize(data.size() - kHashBytes);
+  data.erase(0, at);
+  return data;
 }
 
 bool StateDir::Remove(std::string_view kind, std::string_view key) {
