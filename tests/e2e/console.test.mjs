@@ -62,8 +62,11 @@ const usedBlocks = async (page) => Number(await text(page, 'kv-used-count'));
 const outputLength = async (page) => (await text(page, 'chat-output')).length;
 const mapBlocks = async (page) => Number(await page.getByTestId('kv-block-map').getAttribute('data-blocks'));
 
-async function chat(page, message, { maxTokens, temperature = '0' }) {
+// `session`: the page's server-side session box (on by default; off, a reply's blocks are
+// freed when it ends).
+async function chat(page, message, { maxTokens, temperature = '0', session = false }) {
   await page.getByTestId('ignore-eos').check();
+  await page.getByTestId('session').setChecked(session);
   await page.getByTestId('temperature').fill(temperature);
   await page.getByTestId('max-tokens').fill(String(maxTokens));
   await page.getByTestId('chat-input').fill(message);
@@ -125,6 +128,31 @@ describe('web console', () => {
       assert.match(stats, /\d+(\.\d+)? tok\/s/);
       assert.match(stats, /TTFT \d+ ms/);
       assert.ok((await outputLength(page)) > 1000);
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('with the server-side session a turn reuses the last one, on the map; New chat frees it', async () => {
+    const { context, page } = await openPage(browser, `${server.url}/`, errors);
+    try {
+      assert.ok(await page.getByTestId('session').isChecked(), 'sessions are the default');
+      await pollUntil(async () => (await mapBlocks(page)) > 0, { what: 'the first snapshot' });
+      await chat(page, 'Tell me a story about a dog.', { maxTokens: 48, session: true });
+      await waitReplyDone(page);
+      const first = Number((await text(page, 'chat-stats')).match(/prompt (\d+) tok/)[1]);
+      // Between turns the idle session holds the conversation's blocks.
+      await pollUntil(async () => (await usedBlocks(page)) > 0 &&
+                                  (await page.getByTestId('kv-owners').textContent()).includes('idle'),
+                      { timeoutMs: 10000, intervalMs: 50, what: "the idle session's blocks in the map" });
+      await chat(page, 'What did the dog find?', { maxTokens: 16, session: true });
+      await waitReplyDone(page);
+      const cached = Number((await text(page, 'chat-stats')).match(/cached (\d+) tok/)[1]);
+      assert.ok(cached >= first + 48 - 2, `turn 2 reused ${cached} of the ${first + 48} tokens of turn 1`);
+      await page.getByTestId('new-chat').click();
+      await pollUntil(async () => (await usedBlocks(page)) === 0,
+                      { timeoutMs: 10000, intervalMs: 50, what: 'the session ended by New chat' });
+      assert.equal(metric(await metrics(server.url), 'kvserve_chat_sessions'), 0);
     } finally {
       await context.close();
     }
