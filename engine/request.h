@@ -28,6 +28,11 @@ struct GenerationRequest {
   SamplingParams sampling;
   int n = 1;                   // independent choices; their prompts share KV blocks
   std::string session_id;      // optional chat session: its KV cache is kept between turns
+  // When the session is busy with another request: run without it (the prefix cache still
+  // serves) instead of waiting for it and failing with FAILED_PRECONDITION. For forks of one
+  // conversation (two continuations of one stored response); needs the request to fit
+  // max_model_len without the session's window.
+  bool session_if_free = false;
   std::string cache_salt;      // prefix-cache isolation domain (e.g. per tenant)
   std::string tenant;          // who owns a session (per-key session limits)
   int priority = 0;            // lower runs first; FCFS within a priority; clamped to

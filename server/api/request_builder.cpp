@@ -160,6 +160,7 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
   }
   base.n = in.n;
   base.session_id = std::move(session_id);
+  base.session_if_free = in.session_if_free;
   base.tenant = caller.tenant;
   base.cache_salt = TenantCacheSalt(caller.tenant, in.cache_salt);
   if (in.priority != 0 && !ctx_->options.allow_client_priority) {

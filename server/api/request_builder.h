@@ -60,6 +60,7 @@ struct GenerationInput {
   int n = 1;
   bool echo = false;                  // completions: prepend the prompt to the text
   std::string session_id;             // server-side chat session (extension)
+  bool session_if_free = false;       // see GenerationRequest::session_if_free
   std::string cache_salt;             // prefix-cache isolation within the tenant (extension)
   int priority = 0;                   // lower runs first (extension)
 };

@@ -91,6 +91,7 @@ HttpRouter::Result HttpRouter::Responses(const HttpRequestInfo& request, std::st
   if (rq.instructions) q.messages.push_back({"system", *rq.instructions});
   q.messages.insert(q.messages.end(), info.conversation.begin(), info.conversation.end());
   q.session_id = rq.store ? info.session_id : "";
+  q.session_if_free = true;  // two continuations of one response at once: the second forks
 
   SubmittedRequests submitted;
   if (!builder_.Submit(q, Caller{tenant, ""}, &submitted, &error)) {

@@ -160,6 +160,22 @@ TEST_F(ResponsesTest, AChainPrefillsOnlyItsNewInput) {
   EXPECT_EQ(Reply(Call("GET", "/v1/responses/" + r1["id"].get<std::string>())).first, 404);
 }
 
+// Two continuations of one response at once (a client forking a conversation): both answer;
+// the one that finds the chain's session busy runs on its own instead of getting 409.
+TEST_F(ResponsesTest, TwoContinuationsOfOneResponseAtOnceBothAnswer) {
+  const json r1 = Create({{"input", "Tell me a story about a cat."}, {"max_output_tokens", 16}});
+  const json next = {{"input", "What happened next?"}, {"previous_response_id", r1["id"]}, {"max_output_tokens", 64}};
+  HttpRouter::Result a = Call("POST", "/v1/responses", next.dump());
+  HttpRouter::Result b = Call("POST", "/v1/responses", next.dump());
+  auto [status_a, body_a] = Reply(std::move(a));
+  auto [status_b, body_b] = Reply(std::move(b));
+  EXPECT_EQ(status_a, 200) << body_a;
+  EXPECT_EQ(status_b, 200) << body_b;
+  for (const std::string& body : {body_a, body_b}) {
+    EXPECT_EQ(json::parse(body)["usage"]["output_tokens"], 64) << body;  // max_output_tokens: "incomplete"
+  }
+}
+
 TEST_F(ResponsesTest, BadRequestsNameTheirField) {
   const auto param = [&](const json& request) {
     auto [status, body] = Reply(Call("POST", "/v1/responses", request.dump()));
