@@ -3,7 +3,8 @@
 #   1. every #include "..." of a project header points down the dependency graph
 #        cli -> tools, server -> engine -> cache -> common
 #      with the engine's rooms below its core: engine/backend -> engine/model ->
-#      engine/tokenizer, and server/http, server/grpc -> server/api;
+#      engine/tokenizer, engine/grammar -> engine/tokenizer (it knows a vocabulary, never
+#      the model or the backend), and server/http, server/grpc -> server/api;
 #      and nothing outside engine/backend picks a concrete backend: engine/, server/, tools/
 #      and cli/ create backends through engine/backend/backend_factory.h, never including
 #      engine/backend/cpu/ or engine/backend/cuda/;
@@ -23,6 +24,7 @@ allowed_for() {
     common/*) echo "common/" ;;
     cache/*) echo "cache/ common/" ;;
     engine/tokenizer/*) echo "engine/tokenizer/ common/" ;;
+    engine/grammar/*) echo "engine/grammar/ engine/tokenizer/ common/" ;;
     engine/model/*) echo "engine/model/ engine/tokenizer/ common/" ;;
     engine/backend/*) echo "engine/backend/ engine/model/ engine/tokenizer/ cache/ common/" ;;
     engine/*) echo "engine/ cache/ common/" ;;

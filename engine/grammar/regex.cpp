@@ -1,0 +1,357 @@
+// Regex -> AST (regex_parser.cpp) -> Thompson NFA over bytes
+// (code point ranges split into UTF-8 byte-range sequences) -> DFA by subset construction,
+// dead ends pruned. See regex.h.
+#include "engine/grammar/regex.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "engine/grammar/regex_ast.h"
+
+namespace kvserve {
+namespace {
+
+using regex_ast::Node;
+using regex_ast::Ranges;
+
+// ---- NFA -------------------------------------------------------------------------------------
+
+struct Nfa {
+  struct Edge {
+    uint8_t lo, hi;
+    int to;
+  };
+  std::vector<std::vector<Edge>> edges;
+  std::vector<std::vector<int>> eps;
+  int NewState() {
+    edges.emplace_back();
+    eps.emplace_back();
+    return static_cast<int>(edges.size()) - 1;
+  }
+};
+
+// Byte-range sequences that encode exactly the code points [lo, hi] in UTF-8.
+void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>* out) {
+  for (uint32_t max : {0x7Fu, 0x7FFu, 0xFFFFu}) {
+    if (lo <= max && hi > max) {
+      Utf8Sequences(lo, max, out);
+      Utf8Sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  if (hi <= 0x7F) {
+    out->push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  for (int i = 1; i < 4; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        Utf8Sequences(lo, lo | m, out);
+        Utf8Sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        Utf8Sequences(lo, (hi & ~m) - 1, out);
+        Utf8Sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  auto encode = [](uint32_t cp, uint8_t* b) {
+    if (cp <= 0x7FF) {
+      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 2;
+    }
+    if (cp <= 0xFFFF) {
+      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 3;
+    }
+    b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+    b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 4;
+  };
+  uint8_t a[4], b[4];
+  const int n = encode(lo, a);
+  encode(hi, b);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (int i = 0; i < n; ++i) seq.push_back({a[i], b[i]});
+  out->push_back(std::move(seq));
+}
+
+class NfaBuilder {
+ public:
+  NfaBuilder(const std::vector<Node>& nodes, Nfa* nfa) : nodes_(nodes), nfa_(nfa) {}
+
+  // Adds node `id` between new states; returns {entry, exit}.
+  std::pair<int, int> Build(int id) {
+    if (++states_built_ > 200000) return Empty();  // the caller sees the size and fails
+    const Node& n = nodes_[static_cast<size_t>(id)];
+    switch (n.kind) {
+      case Node::kClass: {
+        const int in = nfa_->NewState(), out = nfa_->NewState();
+        std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+        for (auto [lo, hi] : n.ranges) Utf8Sequences(lo, hi, &seqs);
+        for (const auto& seq : seqs) {
+          int at = in;
+          for (size_t i = 0; i < seq.size(); ++i) {
+            const int to = i + 1 == seq.size() ? out : nfa_->NewState();
+            nfa_->edges[static_cast<size_t>(at)].push_back({seq[i].first, seq[i].second, to});
+            at = to;
+          }
+        }
+        return {in, out};
+      }
+      case Node::kConcat: {
+        if (n.kids.empty()) return Empty();
+        std::pair<int, int> whole = Build(n.kids[0]);
+        for (size_t i = 1; i < n.kids.size(); ++i) {
+          const std::pair<int, int> next = Build(n.kids[i]);
+          nfa_->eps[static_cast<size_t>(whole.second)].push_back(next.first);
+          whole.second = next.second;
+        }
+        return whole;
+      }
+      case Node::kAlt: {
+        const int in = nfa_->NewState(), out = nfa_->NewState();
+        for (int kid : n.kids) {
+          const std::pair<int, int> k = Build(kid);
+          nfa_->eps[static_cast<size_t>(in)].push_back(k.first);
+          nfa_->eps[static_cast<size_t>(k.second)].push_back(out);
+        }
+        return {in, out};
+      }
+      case Node::kRepeat: {
+        std::pair<int, int> whole = Empty();
+        for (int i = 0; i < n.min; ++i) whole = Then(whole, Build(n.kids[0]));
+        if (n.max < 0) {
+          const std::pair<int, int> loop = Build(n.kids[0]);
+          const int hub = nfa_->NewState();
+          nfa_->eps[static_cast<size_t>(hub)].push_back(loop.first);
+          nfa_->eps[static_cast<size_t>(loop.second)].push_back(hub);
+          return Then(whole, {hub, hub});
+        }
+        for (int i = n.min; i < n.max; ++i) {
+          const std::pair<int, int> opt = Build(n.kids[0]);
+          nfa_->eps[static_cast<size_t>(opt.first)].push_back(opt.second);
+          whole = Then(whole, opt);
+        }
+        return whole;
+      }
+      case Node::kStart:
+      case Node::kEnd:
+        return Empty();  // only at the edges, where CompileRegex placed them
+    }
+    return Empty();
+  }
+
+  std::pair<int, int> Empty() {
+    const int s = nfa_->NewState();
+    return {s, s};
+  }
+  std::pair<int, int> Then(std::pair<int, int> a, std::pair<int, int> b) {
+    nfa_->eps[static_cast<size_t>(a.second)].push_back(b.first);
+    return {a.first, b.second};
+  }
+
+ private:
+  const std::vector<Node>& nodes_;
+  Nfa* nfa_;
+  int states_built_ = 0;
+};
+
+}  // namespace
+
+int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
+  for (char c : bytes) {
+    if (state < 0) return kDead;
+    state = next[static_cast<size_t>(state)][static_cast<uint8_t>(c)];
+  }
+  return state;
+}
+
+namespace {
+
+void Closure(const Nfa& nfa, std::vector<int>* set) {
+  std::vector<char> seen(nfa.eps.size(), 0);
+  std::vector<int> stack = *set;
+  for (int s : *set) seen[static_cast<size_t>(s)] = 1;
+  while (!stack.empty()) {
+    const int s = stack.back();
+    stack.pop_back();
+    for (int t : nfa.eps[static_cast<size_t>(s)]) {
+      if (!seen[static_cast<size_t>(t)]) {
+        seen[static_cast<size_t>(t)] = 1;
+        set->push_back(t);
+        stack.push_back(t);
+      }
+    }
+  }
+  std::sort(set->begin(), set->end());
+}
+
+// Subset construction from `start` to `accept`, then dead ends pruned.
+StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_states) {
+  std::map<std::vector<int>, int32_t> ids;
+  std::vector<std::vector<int>> sets;
+  ByteDfa dfa;
+  std::vector<int> first = {start};
+  Closure(nfa, &first);
+  ids[first] = 0;
+  sets.push_back(first);
+  for (size_t d = 0; d < sets.size(); ++d) {
+    if (static_cast<int>(sets.size()) > max_states) {
+      return ResourceExhaustedError(fmt::format("the regex needs more than {} automaton states", max_states));
+    }
+    std::array<std::vector<int>, 256> targets;
+    for (int s : sets[d]) {
+      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
+        for (int b = e.lo; b <= e.hi; ++b) targets[static_cast<size_t>(b)].push_back(e.to);
+      }
+    }
+    std::array<int32_t, 256> row;
+    row.fill(ByteDfa::kDead);
+    for (int b = 0; b < 256; ++b) {
+      std::vector<int>& t = targets[static_cast<size_t>(b)];
+      if (t.empty()) continue;
+      Closure(nfa, &t);
+      t.erase(std::unique(t.begin(), t.end()), t.end());
+      auto [it, added] = ids.try_emplace(t, static_cast<int32_t>(sets.size()));
+      if (added) sets.push_back(t);
+      row[static_cast<size_t>(b)] = it->second;
+    }
+    dfa.next.push_back(row);
+    dfa.accepting.push_back(std::binary_search(sets[d].begin(), sets[d].end(), accept) ? 1 : 0);
+  }
+  // Prune: keep the states that reach an accepting one.
+  const size_t n = dfa.next.size();
+  std::vector<std::vector<int32_t>> back(n);
+  for (size_t s = 0; s < n; ++s) {
+    for (int32_t t : dfa.next[s]) {
+      if (t >= 0) back[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
+    }
+  }
+  std::vector<char> live(n, 0);
+  std::vector<int32_t> stack;
+  for (size_t s = 0; s < n; ++s) {
+    if (dfa.accepting[s]) live[s] = 1, stack.push_back(static_cast<int32_t>(s));
+  }
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    for (int32_t p : back[static_cast<size_t>(s)]) {
+      if (!live[static_cast<size_t>(p)]) live[static_cast<size_t>(p)] = 1, stack.push_back(p);
+    }
+  }
+  std::vector<int32_t> remap(n, ByteDfa::kDead);
+  ByteDfa out;
+  for (size_t s = 0; s < n; ++s) {
+    if (live[s]) remap[s] = static_cast<int32_t>(out.accepting.size()), out.accepting.push_back(dfa.accepting[s]);
+  }
+  for (size_t s = 0; s < n; ++s) {
+    if (!live[s]) continue;
+    std::array<int32_t, 256> row;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = dfa.next[s][static_cast<size_t>(b)];
+      row[static_cast<size_t>(b)] = t < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(t)];
+    }
+    out.next.push_back(row);
+  }
+  out.start = remap[0];
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& options) {
+  std::vector<Node> nodes;
+  ASSIGN_OR_RETURN(int root, regex_ast::Parse(pattern, &nodes));
+  // Anchors: only at the edges of the pattern or of a top-level alternative. An unanchored
+  // edge of a search gets "any code points" there.
+  std::vector<int> alts = nodes[static_cast<size_t>(root)].kind == Node::kAlt ? nodes[static_cast<size_t>(root)].kids
+                                                                               : std::vector<int>{root};
+  const int any = static_cast<int>(nodes.size());
+  nodes.push_back({Node::kClass, regex_ast::AnyCodePoint()});
+  const int any_star = static_cast<int>(nodes.size());
+  nodes.push_back({Node::kRepeat, {}, {any}, 0, -1});
+  std::vector<int> wrapped;
+  for (int alt : alts) {
+    std::vector<int> items = nodes[static_cast<size_t>(alt)].kind == Node::kConcat ? nodes[static_cast<size_t>(alt)].kids
+                                                                                   : std::vector<int>{alt};
+    bool start = false, end = false;
+    while (!items.empty() && nodes[static_cast<size_t>(items.front())].kind == Node::kStart) {
+      start = true;
+      items.erase(items.begin());
+    }
+    while (!items.empty() && nodes[static_cast<size_t>(items.back())].kind == Node::kEnd) {
+      end = true;
+      items.pop_back();
+    }
+    if (!options.anchored && !start) items.insert(items.begin(), any_star);
+    if (!options.anchored && !end) items.push_back(any_star);
+    wrapped.push_back(static_cast<int>(nodes.size()));
+    nodes.push_back({Node::kConcat, {}, items});
+  }
+  // Any anchor left is inside the pattern.
+  std::vector<char> reachable(nodes.size(), 0);
+  std::vector<int> stack = wrapped;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (reachable[static_cast<size_t>(id)]) continue;
+    reachable[static_cast<size_t>(id)] = 1;
+    const Node& n = nodes[static_cast<size_t>(id)];
+    if (n.kind == Node::kStart || n.kind == Node::kEnd) {
+      return InvalidArgumentError(fmt::format("regex /{}/: ^ and $ are supported only at the start and end", pattern));
+    }
+    stack.insert(stack.end(), n.kids.begin(), n.kids.end());
+  }
+  const int top = wrapped.size() == 1 ? wrapped[0] : static_cast<int>(nodes.size());
+  if (wrapped.size() > 1) nodes.push_back({Node::kAlt, {}, wrapped});
+
+  Nfa nfa;
+  NfaBuilder builder(nodes, &nfa);
+  const auto [in, out] = builder.Build(top);
+  if (nfa.edges.size() > 200000) {
+    return ResourceExhaustedError(fmt::format("regex /{}/ is too large to compile", pattern));
+  }
+  return Determinize(nfa, in, out, options.max_states);
+}
+
+ByteDfa ChoiceDfa(std::span<const std::string> choices) {
+  // A trie of the choices is already deterministic.
+  ByteDfa dfa;
+  auto add_state = [&] {
+    std::array<int32_t, 256> row;
+    row.fill(ByteDfa::kDead);
+    dfa.next.push_back(row);
+    dfa.accepting.push_back(0);
+    return static_cast<int32_t>(dfa.next.size()) - 1;
+  };
+  dfa.start = add_state();
+  for (const std::string& c : choices) {
+    int32_t at = dfa.start;
+    for (char ch : c) {
+      const auto b = static_cast<uint8_t>(ch);
+      if (dfa.next[static_cast<size_t>(at)][b] < 0) {
+        const int32_t fresh = add_state();  // may move the rows
+        dfa.next[static_cast<size_t>(at)][b] = fresh;
+      }
+      at = dfa.next[static_cast<size_t>(at)][b];
+    }
+    dfa.accepting[static_cast<size_t>(at)] = 1;
+  }
+  if (choices.empty()) dfa.start = ByteDfa::kDead;
+  return dfa;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,58 @@
+// Regular expressions as byte automata: the building block of structured outputs (JSON
+// Schema `pattern` and `format`, a grammar's terminals, `choice`). engine/grammar knows a
+// vocabulary's bytes, never the model, the backend or the server.
+//
+// Syntax: the ECMAScript subset that JSON Schema's `pattern` uses, over Unicode code points
+// (UTF-8 bytes in the automaton):
+//   literals and escapes \n \r \t \f \v \0 \xHH \uHHHH \u{H...} \/ \. etc.; `.` (any code
+//   point but \n and \r); classes [...] [^...] with ranges and \d \D \w \W \s \S inside or
+//   outside; groups (...) (?:...) (?<name>...); alternation |; quantifiers * + ? {n} {n,}
+//   {n,m} (lazy forms match the same language); ^ and $ at the start and end of the whole
+//   pattern or of a top-level alternative.
+// Refused with INVALID_ARGUMENT naming the construct: backreferences, lookaround, \b \B, ^
+// or $ elsewhere, counts over kMaxRepeat, unbalanced brackets.
+//
+// Matching: `Search` semantics by default (JSON Schema: the pattern may match anywhere in the
+// string, so an unanchored side gets .* there); `anchored` matches the whole string.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvserve {
+
+inline constexpr int kMaxRepeat = 1000;
+
+// A deterministic automaton over bytes; state -1 is dead. Every state can reach an accepting
+// one (dead ends are pruned), so a live state means "this prefix can still match".
+struct ByteDfa {
+  static constexpr int32_t kDead = -1;
+  std::vector<std::array<int32_t, 256>> next;  // [state][byte]
+  std::vector<char> accepting;                 // [state]
+  int32_t start = kDead;
+
+  int32_t Step(int32_t state, uint8_t byte) const { return state < 0 ? kDead : next[state][byte]; }
+  // The state after `bytes` from `state` (kDead once dead).
+  int32_t Walk(int32_t state, std::string_view bytes) const;
+  bool Accepts(int32_t state) const { return state >= 0 && accepting[state] != 0; }
+  bool Matches(std::string_view text) const { return Accepts(Walk(start, text)); }
+  int num_states() const { return static_cast<int>(next.size()); }
+};
+
+struct RegexOptions {
+  bool anchored = false;  // the whole string (else: search, as JSON Schema's pattern)
+  int max_states = 20000; // a DFA past this many states is RESOURCE_EXHAUSTED
+};
+
+[[nodiscard]] StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& options = {});
+
+// The DFA of exactly one of `choices` (byte strings).
+ByteDfa ChoiceDfa(std::span<const std::string> choices);
+
+}  // namespace kvserve

@@ -1,0 +1,33 @@
+// Private to engine/grammar/regex*.cpp: the parsed form of a regex (regex.h).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvserve::regex_ast {
+
+using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code points, inclusive
+inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+
+struct Node {
+  enum Kind { kClass, kConcat, kAlt, kRepeat, kStart, kEnd };
+  Node(Kind k, Ranges r = {}, std::vector<int> children = {}, int lo = 0, int hi = -1)
+      : kind(k), ranges(std::move(r)), kids(std::move(children)), min(lo), max(hi) {}
+  Kind kind;
+  Ranges ranges;            // kClass: sorted, merged, no surrogates
+  std::vector<int> kids;    // kConcat, kAlt (empty kConcat: the empty string); kRepeat: one
+  int min = 0, max = -1;    // kRepeat; max -1: unbounded
+};
+
+// Parses `pattern` into `nodes`; returns the root's index. INVALID_ARGUMENT names what is
+// wrong or unsupported, and where.
+[[nodiscard]] StatusOr<int> Parse(std::string_view pattern, std::vector<Node>* nodes);
+
+// Every code point (the prefix and suffix of a search).
+Ranges AnyCodePoint();
+
+}  // namespace kvserve::regex_ast

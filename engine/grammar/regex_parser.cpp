@@ -1,0 +1,307 @@
+// The regex parser: a recursive descent over the pattern's code points (regex.h's syntax).
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "engine/grammar/regex.h"
+#include "engine/grammar/regex_ast.h"
+
+namespace kvserve::regex_ast {
+namespace {
+
+
+// Sorted, merged, without surrogates (they have no UTF-8 encoding).
+Ranges Normalize(Ranges r) {
+  Ranges split;
+  for (auto [lo, hi] : r) {
+    if (lo <= 0xD7FF) split.push_back({lo, std::min<uint32_t>(hi, 0xD7FF)});
+    if (hi >= 0xE000) split.push_back({std::max<uint32_t>(lo, 0xE000), hi});
+  }
+  std::sort(split.begin(), split.end());
+  Ranges out;
+  for (auto [lo, hi] : split) {
+    if (!out.empty() && lo <= out.back().second + 1) {
+      out.back().second = std::max(out.back().second, hi);
+    } else {
+      out.push_back({lo, hi});
+    }
+  }
+  return out;
+}
+
+Ranges Complement(const Ranges& r) {
+  Ranges out;
+  uint32_t next = 0;
+  for (auto [lo, hi] : Normalize(r)) {
+    if (lo > next) out.push_back({next, lo - 1});
+    next = hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+  return Normalize(out);
+}
+
+const Ranges kDigit = {{'0', '9'}};
+const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+const Ranges kSpace = {{'\t', '\r'}, {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+                       {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+const Ranges kAny = {{0, kMaxCodePoint}};
+const Ranges kDot = Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
+
+
+class Parser {
+ public:
+  explicit Parser(std::string_view p) : p_(p) {}
+
+  StatusOr<int> Parse(std::vector<Node>* nodes) {
+    nodes_ = nodes;
+    const int root = Alternation();
+    if (error_.empty() && at_ < p_.size()) Fail("unbalanced ')'");
+    if (!error_.empty()) return InvalidArgumentError(fmt::format("regex /{}/: {}", p_, error_));
+    return root;
+  }
+
+ private:
+  int Add(Node n) {
+    nodes_->push_back(std::move(n));
+    return static_cast<int>(nodes_->size()) - 1;
+  }
+  void Fail(std::string what) {
+    if (error_.empty()) error_ = fmt::format("{} at offset {}", what, at_);
+  }
+  bool More() const { return at_ < p_.size() && error_.empty(); }
+  bool Eat(char c) {
+    if (at_ < p_.size() && p_[at_] == c) return ++at_, true;
+    return false;
+  }
+  // The next code point of the pattern (UTF-8).
+  uint32_t CodePoint() {
+    const auto b = static_cast<uint8_t>(p_[at_++]);
+    if (b < 0x80) return b;
+    const int extra = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
+    uint32_t cp = b & (0x3F >> extra);
+    for (int i = 0; i < extra && at_ < p_.size(); ++i) cp = (cp << 6) | (static_cast<uint8_t>(p_[at_++]) & 0x3F);
+    return cp;
+  }
+  std::optional<uint32_t> Hex(size_t digits) {
+    if (at_ + digits > p_.size()) return std::nullopt;
+    uint32_t v = 0;
+    for (size_t i = 0; i < digits; ++i) {
+      const char c = p_[at_ + i];
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    at_ += digits;
+    return v;
+  }
+
+  int Alternation() {
+    std::vector<int> alts = {Concatenation()};
+    while (More() && Eat('|')) alts.push_back(Concatenation());
+    return alts.size() == 1 ? alts[0] : Add({Node::kAlt, {}, alts});
+  }
+
+  int Concatenation() {
+    std::vector<int> items;
+    while (More() && p_[at_] != '|' && p_[at_] != ')') items.push_back(Quantified());
+    return items.size() == 1 ? items[0] : Add({Node::kConcat, {}, items});
+  }
+
+  int Quantified() {
+    int atom = Atom();
+    while (More()) {
+      int min = 0, max = -1;
+      const size_t at = at_;
+      if (Eat('*')) {
+      } else if (Eat('+')) {
+        min = 1;
+      } else if (Eat('?')) {
+        max = 1;
+      } else if (p_[at_] == '{' && Counts(&min, &max)) {
+      } else {
+        break;
+      }
+      if (nodes_->at(atom).kind == Node::kStart || nodes_->at(atom).kind == Node::kEnd) {
+        at_ = at;
+        Fail("a quantifier after an anchor");
+        break;
+      }
+      Eat('?');  // lazy: the same language
+      atom = Add({Node::kRepeat, {}, {atom}, min, max});
+    }
+    return atom;
+  }
+
+  // {n}, {n,}, {n,m}; anything else is a literal '{' (as ECMAScript's Annex B).
+  bool Counts(int* min, int* max) {
+    size_t i = at_ + 1;
+    auto number = [&](int* out) {
+      const size_t begin = i;
+      int64_t v = 0;
+      while (i < p_.size() && std::isdigit(static_cast<unsigned char>(p_[i]))) v = std::min<int64_t>(v * 10 + (p_[i++] - '0'), 1 << 30);
+      *out = static_cast<int>(v);
+      return i > begin;
+    };
+    if (!number(min)) return false;
+    *max = *min;
+    if (i < p_.size() && p_[i] == ',') {
+      ++i;
+      *max = -1;
+      if (i < p_.size() && p_[i] != '}' && !number(max)) return false;
+    }
+    if (i >= p_.size() || p_[i] != '}') return false;
+    at_ = i + 1;
+    if (*min > kMaxRepeat || *max > kMaxRepeat) Fail(fmt::format("a count over {}", kMaxRepeat));
+    if (*max >= 0 && *max < *min) Fail("a count {n,m} with m < n");
+    return true;
+  }
+
+  int Atom() {
+    const char c = p_[at_];
+    if (c == '(') {
+      ++at_;
+      if (Eat('?')) {
+        if (Eat(':')) {
+        } else if (at_ < p_.size() && p_[at_] == '<' && at_ + 1 < p_.size() && p_[at_ + 1] != '=' && p_[at_ + 1] != '!') {
+          const size_t close = p_.find('>', at_);
+          if (close == std::string_view::npos) Fail("an unterminated group name");
+          at_ = close == std::string_view::npos ? p_.size() : close + 1;
+        } else {
+          Fail("lookaround is not supported");
+          return Add({Node::kConcat});
+        }
+      }
+      const int inner = Alternation();
+      if (!Eat(')')) Fail("an unterminated group");
+      return inner;
+    }
+    if (c == ')' || c == '|') return Add({Node::kConcat});
+    ++at_;
+    switch (c) {
+      case '^': return Add({Node::kStart});
+      case '$': return Add({Node::kEnd});
+      case '.': return Add({Node::kClass, kDot});
+      case '[': return Class();
+      case '\\': return Add({Node::kClass, Escape(/*in_class=*/false)});
+      case '*': case '+': case '?':
+        Fail("a quantifier with nothing to repeat");
+        return Add({Node::kConcat});
+      default:
+        --at_;
+        const uint32_t cp = CodePoint();
+        return Add({Node::kClass, {{cp, cp}}});
+    }
+  }
+
+  // After '\'. A class escape gives its ranges; a character escape one code point.
+  Ranges Escape(bool in_class) {
+    if (at_ >= p_.size()) {
+      Fail("a trailing backslash");
+      return {};
+    }
+    const char c = p_[at_++];
+    auto one = [](uint32_t cp) { return Ranges{{cp, cp}}; };
+    switch (c) {
+      case 'd': return kDigit;
+      case 'D': return Complement(kDigit);
+      case 'w': return kWord;
+      case 'W': return Complement(kWord);
+      case 's': return kSpace;
+      case 'S': return Complement(kSpace);
+      case 'n': return one('\n');
+      case 'r': return one('\r');
+      case 't': return one('\t');
+      case 'f': return one('\f');
+      case 'v': return one('\v');
+      case '0': return one(0);
+      case 'b':
+        if (in_class) return one('\b');
+        Fail("word boundaries (\\b) are not supported");
+        return {};
+      case 'B':
+        Fail("word boundaries (\\B) are not supported");
+        return {};
+      case 'x': {
+        if (std::optional<uint32_t> v = Hex(2)) return one(*v);
+        Fail("a bad \\x escape");
+        return {};
+      }
+      case 'u': {
+        if (Eat('{')) {
+          const size_t close = p_.find('}', at_);
+          std::optional<uint32_t> v = close == std::string_view::npos ? std::nullopt : Hex(close - at_);
+          if (!v || *v > kMaxCodePoint || !Eat('}')) Fail("a bad \\u{...} escape");
+          return one(v.value_or(0));
+        }
+        std::optional<uint32_t> v = Hex(4);
+        if (!v) Fail("a bad \\u escape");
+        // A surrogate pair \uD83D\uDE00 is one code point.
+        if (v && *v >= 0xD800 && *v <= 0xDBFF && p_.substr(at_, 2) == "\\u") {
+          at_ += 2;
+          std::optional<uint32_t> low = Hex(4);
+          if (low && *low >= 0xDC00 && *low <= 0xDFFF) return one(0x10000 + ((*v - 0xD800) << 10) + (*low - 0xDC00));
+          Fail("an unpaired surrogate");
+        }
+        return one(v.value_or(0));
+      }
+      case 'c': case 'p': case 'P': case 'k':
+        Fail(fmt::format("the escape \\{} is not supported", c));
+        return {};
+      default:
+        if (c >= '1' && c <= '9') {
+          Fail("backreferences are not supported");
+          return {};
+        }
+        --at_;
+        return one(CodePoint());  // an escaped literal: \. \/ \- \\ ...
+    }
+  }
+
+  int Class() {
+    const bool negate = Eat('^');
+    Ranges ranges;
+    while (true) {
+      if (at_ >= p_.size()) {
+        Fail("an unterminated character class");
+        break;
+      }
+      if (Eat(']')) break;  // "[]" matches nothing, "[^]" anything (ECMAScript)
+      Ranges lo = Member();
+      if (lo.size() == 1 && lo[0].first == lo[0].second && at_ + 1 < p_.size() && p_[at_] == '-' && p_[at_ + 1] != ']') {
+        ++at_;
+        Ranges hi = Member();
+        if (hi.size() != 1 || hi[0].first != hi[0].second) {
+          Fail("a class range with a class escape");
+        } else if (hi[0].first < lo[0].first) {
+          Fail("a class range out of order");
+        } else {
+          ranges.push_back({lo[0].first, hi[0].first});
+        }
+        continue;
+      }
+      ranges.insert(ranges.end(), lo.begin(), lo.end());
+    }
+    return Add({Node::kClass, negate ? Complement(ranges) : Normalize(ranges)});
+  }
+
+  Ranges Member() {
+    if (Eat('\\')) return Escape(/*in_class=*/true);
+    const uint32_t cp = CodePoint();
+    return {{cp, cp}};
+  }
+
+  std::string_view p_;
+  size_t at_ = 0;
+  std::vector<Node>* nodes_ = nullptr;
+  std::string error_;
+};
+
+}  // namespace
+
+StatusOr<int> Parse(std::string_view pattern, std::vector<Node>* nodes) { return Parser(pattern).Parse(nodes); }
+
+Ranges AnyCodePoint() { return kAny; }
+
+}  // namespace kvserve::regex_ast

@@ -1,0 +1,83 @@
+// TokenTrie (see token_trie.h).
+#include "engine/grammar/token_trie.h"
+
+#include <algorithm>
+#include <bit>
+#include <numeric>
+
+namespace kvserve {
+
+int TokenMask::Count() const {
+  int n = 0;
+  for (uint64_t w : words_) n += std::popcount(w);
+  return n;
+}
+
+TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_size()) {
+  bytes_.resize(static_cast<size_t>(vocab_size_));
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    if (tokenizer.IsEndOfGeneration(id)) eog_.push_back(id);
+    bytes_[static_cast<size_t>(id)] = tokenizer.TokenToPiece(id);
+    if (!bytes_[static_cast<size_t>(id)].empty()) ids.push_back(id);
+  }
+  // Sorted by bytes, then id: a depth-first order of the trie, with tokens of equal bytes
+  // next to each other.
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    const int c = bytes_[static_cast<size_t>(a)].compare(bytes_[static_cast<size_t>(b)]);
+    return c != 0 ? c < 0 : a < b;
+  });
+  nodes_.push_back(Node{});
+  std::vector<int32_t> path = {0};  // nodes from the root; path.size() - 1 is the depth
+  std::string prefix;               // the bytes of the path
+  for (int32_t id : ids) {
+    const std::string& b = bytes_[static_cast<size_t>(id)];
+    size_t common = 0;
+    while (common < prefix.size() && common < b.size() && prefix[common] == b[common]) ++common;
+    while (path.size() - 1 > common) {
+      nodes_[static_cast<size_t>(path.back())].end = static_cast<int32_t>(nodes_.size());
+      path.pop_back();
+    }
+    prefix.resize(common);
+    for (size_t k = common; k < b.size(); ++k) {
+      Node n;
+      n.byte = static_cast<uint8_t>(b[k]);
+      n.depth = static_cast<uint16_t>(std::min<size_t>(k + 1, UINT16_MAX));
+      path.push_back(static_cast<int32_t>(nodes_.size()));
+      nodes_.push_back(n);
+      prefix += b[k];
+    }
+    max_depth_ = std::max(max_depth_, static_cast<int>(path.size()) - 1);
+    Node& at = nodes_[static_cast<size_t>(path.back())];
+    if (at.tokens_begin == at.tokens_end) at.tokens_begin = static_cast<int32_t>(node_tokens_.size());
+    node_tokens_.push_back(id);
+    at.tokens_end = static_cast<int32_t>(node_tokens_.size());
+  }
+  for (int32_t n : path) nodes_[static_cast<size_t>(n)].end = static_cast<int32_t>(nodes_.size());
+}
+
+TokenMask TokenTrie::DfaMask(const ByteDfa& dfa, int32_t state) const {
+  TokenMask mask(vocab_size_);
+  if (state < 0) return mask;
+  // states[d]: the DFA state after the first d bytes of the current path.
+  std::vector<int32_t> states(static_cast<size_t>(max_depth_) + 1);
+  states[0] = state;
+  const auto n = static_cast<int32_t>(nodes_.size());
+  for (int32_t i = 1; i < n;) {
+    const Node& node = nodes_[static_cast<size_t>(i)];
+    const int32_t s = dfa.next[static_cast<size_t>(states[node.depth - 1u])][node.byte];
+    if (s < 0) {
+      i = node.end;  // no token below this prefix can match
+      continue;
+    }
+    states[node.depth] = s;
+    for (int32_t t = node.tokens_begin; t < node.tokens_end; ++t) mask.Set(node_tokens_[static_cast<size_t>(t)]);
+    ++i;
+  }
+  if (dfa.Accepts(state)) {
+    for (int32_t id : eog_) mask.Set(id);
+  }
+  return mask;
+}
+
+}  // namespace kvserve

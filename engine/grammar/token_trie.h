@@ -1,0 +1,89 @@
+// TokenTrie: a vocabulary's tokens by their bytes, for computing which tokens a structure
+// allows next (a token mask) in one walk instead of one check per token.
+//
+// Each token's bytes are Tokenizer::TokenToPiece (SentencePiece "▁" as a space, <0xXX> byte
+// tokens as their byte, byte-level BPE mapped back to bytes): a byte token or a BPE piece may
+// hold part of a UTF-8 character, so a walk over bytes handles them like any other token.
+// Tokens without bytes (control tokens: BOS, EOS, chat markup) are not in the trie: they are
+// never allowed inside a structure; the end-of-generation tokens are allowed where the
+// structure may end (eog_tokens()).
+//
+// The trie is flat, in depth-first order: node i's subtree is [i, end(i)), so a walk skips a
+// dead subtree with one jump. Immutable after construction; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/grammar/regex.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+// A set of token ids, one bit each.
+class TokenMask {
+ public:
+  explicit TokenMask(int32_t vocab_size = 0) : words_((static_cast<size_t>(vocab_size) + 63) / 64, 0) {}
+  void Set(int32_t id) { words_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+  bool Test(int32_t id) const { return (words_[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
+  int Count() const;
+  bool operator==(const TokenMask& other) const = default;
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+class TokenTrie {
+ public:
+  explicit TokenTrie(const Tokenizer& tokenizer);
+
+  int32_t vocab_size() const { return vocab_size_; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  std::span<const int32_t> eog_tokens() const { return eog_; }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+
+  // The tokens whose bytes keep `dfa` alive from `state` (each is the prefix of a match), plus
+  // the end-of-generation tokens when `state` accepts. Nothing when `state` is dead.
+  TokenMask DfaMask(const ByteDfa& dfa, int32_t state) const;
+
+ private:
+  struct Node {
+    uint8_t byte = 0;
+    uint16_t depth = 0;       // root 0
+    int32_t end = 0;          // one past the last node of the subtree
+    int32_t tokens_begin = 0; // [tokens_begin, tokens_end) in node_tokens_: tokens ending here
+    int32_t tokens_end = 0;
+  };
+
+  int32_t vocab_size_;
+  std::vector<std::string> bytes_;  // [token]
+  std::vector<int32_t> eog_;
+  std::vector<Node> nodes_;         // depth-first; nodes_[0] is the root
+  std::vector<int32_t> node_tokens_;
+  int max_depth_ = 0;               // the longest token's bytes
+};
+
+// The masks of one automaton, each computed once: a DFA state's mask depends on the state
+// alone (the vocabulary is fixed), so a constraint that stays in a few states (the inside of
+// a JSON string) pays the walk once. Not thread-safe; `trie` and `dfa` must outlive it.
+class DfaMaskCache {
+ public:
+  DfaMaskCache(const TokenTrie* trie, const ByteDfa* dfa)
+      : trie_(trie), dfa_(dfa), masks_(static_cast<size_t>(dfa->num_states())) {}
+  // REQUIRES: state is a live state of the automaton.
+  const TokenMask& Mask(int32_t state) {
+    std::optional<TokenMask>& m = masks_[static_cast<size_t>(state)];
+    if (!m) m = trie_->DfaMask(*dfa_, state);
+    return *m;
+  }
+
+ private:
+  const TokenTrie* trie_;
+  const ByteDfa* dfa_;
+  std::vector<std::optional<TokenMask>> masks_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,86 @@
+// TokenTrie::DfaMask against the definition, token by token (a token is allowed when its bytes
+// keep the automaton alive; end-of-generation only where it accepts), on real vocabularies
+// from ../shared/tokenizer: SentencePiece with byte tokens, byte-level BPE, a 102k one.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/grammar/regex.h"
+#include "engine/grammar/token_trie.h"
+#include "engine/model/gguf.h"
+#include "engine/model/gguf_vocab.h"
+#include "tests/test_paths.h"
+
+namespace kvserve {
+namespace token_trie_test {
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& vocab) {
+  auto file = GgufFile::Open(testing::SharedPath("tokenizer/ggml-vocab-" + vocab + ".gguf"));
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  auto v = LoadVocab(**file);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  if (!v.ok()) return nullptr;
+  auto tok = Tokenizer::Create(std::move(v).value());
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+// Token by token, as the definition says.
+TokenMask Reference(const TokenTrie& trie, const ByteDfa& dfa, int32_t state) {
+  TokenMask mask(trie.vocab_size());
+  for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+    if (!trie.bytes(id).empty() && dfa.Walk(state, trie.bytes(id)) >= 0) mask.Set(id);
+  }
+  if (dfa.Accepts(state)) {
+    for (int32_t id : trie.eog_tokens()) mask.Set(id);
+  }
+  return mask;
+}
+
+class TokenTrieTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
+  REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
+  std::unique_ptr<Tokenizer> tok = LoadTokenizer(GetParam());
+  ASSERT_NE(tok, nullptr);
+  const TokenTrie trie(*tok);
+  ASSERT_GT(trie.num_nodes(), trie.vocab_size() / 2);
+  // Patterns with their prefixes: JSON-ish strings, numbers, a choice, Unicode.
+  const std::pair<const char*, std::vector<std::string>> kCases[] = {
+      {"^\"[^\"\\\\]*\"$", {"", "\"", "\"hello wor", "\"x\""}},
+      {"^-?(0|[1-9][0-9]*)(\\.[0-9]+)?$", {"", "-", "12", "0.", "3.14"}},
+      {"^(true|false|null)$", {"", "t", "fal", "null"}},
+      {"^[а-я ]{1,12}$", {"", "при", "\xD0"}},
+      {"^\\d{4}-\\d{2}-\\d{2}$", {"", "2024-", "2024-01-3"}},
+  };
+  for (const auto& [pattern, prefixes] : kCases) {
+    StatusOr<ByteDfa> dfa = CompileRegex(pattern);
+    ASSERT_TRUE(dfa.ok()) << dfa.status().ToString();
+    DfaMaskCache cache(&trie, &*dfa);
+    for (const std::string& prefix : prefixes) {
+      SCOPED_TRACE(std::string(pattern) + " after \"" + prefix + "\"");
+      const int32_t state = dfa->Walk(dfa->start, prefix);
+      ASSERT_GE(state, 0);
+      const TokenMask mask = trie.DfaMask(*dfa, state);
+      EXPECT_EQ(mask, Reference(trie, *dfa, state)) << mask.Count() << " tokens vs "
+                                                    << Reference(trie, *dfa, state).Count();
+      EXPECT_GT(mask.Count(), 0);
+      EXPECT_EQ(cache.Mask(state), mask);
+      EXPECT_EQ(cache.Mask(state), mask);  // served from the cache
+      for (int32_t eog : trie.eog_tokens()) EXPECT_EQ(mask.Test(eog), dfa->Accepts(state));
+    }
+  }
+  EXPECT_EQ(trie.DfaMask(ChoiceDfa({}), ByteDfa::kDead).Count(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenTrieTest, ::testing::Values("llama-spm", "gpt-2", "deepseek-llm"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::erase(name, '-');
+                           return name;
+                         });
+
+}  // namespace token_trie_test
+}  // namespace kvserve
