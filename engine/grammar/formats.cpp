@@ -1,0 +1,58 @@
+// JSON Schema formats as regexes (see formats.h).
+#include "engine/grammar/formats.h"
+
+#include <string>
+#include <utility>
+
+namespace kvserve {
+namespace {
+
+#define KVSERVE_DATE R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"
+#define KVSERVE_TIME R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))"
+#define KVSERVE_LABEL R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+#define KVSERVE_HOST KVSERVE_LABEL R"((\.)" KVSERVE_LABEL ")*"
+#define KVSERVE_OCTET R"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
+#define KVSERVE_V4 KVSERVE_OCTET R"((\.)" KVSERVE_OCTET "){3}"
+#define KVSERVE_H "[0-9a-fA-F]{1,4}"
+
+constexpr std::pair<std::string_view, std::string_view> kFormats[] = {
+    {"date", "^" KVSERVE_DATE "$"},
+    {"time", "^" KVSERVE_TIME "$"},
+    {"date-time", "^" KVSERVE_DATE "[Tt ]" KVSERVE_TIME "$"},
+    {"duration", R"(^P(\d+W|(\d+Y(\d+M)?(\d+D)?|\d+M(\d+D)?|\d+D)(T(\d+H(\d+M)?(\d+S)?|\d+M(\d+S)?|\d+S))?)"
+                 R"(|T(\d+H(\d+M)?(\d+S)?|\d+M(\d+S)?|\d+S))$)"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"email", "^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@" KVSERVE_HOST "$"},
+    {"hostname", "^" KVSERVE_HOST "$"},
+    {"ipv4", "^" KVSERVE_V4 "$"},
+    // RFC 4291's forms, "::" standing for one group or more; with an IPv4 tail (two groups)
+    // at most 6 groups precede it in all.
+    {"ipv6", "^((" KVSERVE_H ":){7}" KVSERVE_H "|(" KVSERVE_H ":){1,7}:|(" KVSERVE_H ":){1,6}:" KVSERVE_H
+             "|(" KVSERVE_H ":){1,5}(:" KVSERVE_H "){1,2}|(" KVSERVE_H ":){1,4}(:" KVSERVE_H "){1,3}"
+             "|(" KVSERVE_H ":){1,3}(:" KVSERVE_H "){1,4}|(" KVSERVE_H ":){1,2}(:" KVSERVE_H "){1,5}"
+             "|" KVSERVE_H ":(:" KVSERVE_H "){1,6}|:((:" KVSERVE_H "){1,7}|:)"
+             "|(" KVSERVE_H ":){6}" KVSERVE_V4 "|::(" KVSERVE_H ":){0,5}" KVSERVE_V4
+             "|(" KVSERVE_H ":){1}:(" KVSERVE_H ":){0,4}" KVSERVE_V4 "|(" KVSERVE_H ":){2}:(" KVSERVE_H ":){0,3}"
+             KVSERVE_V4 "|(" KVSERVE_H ":){3}:(" KVSERVE_H ":){0,2}" KVSERVE_V4 "|(" KVSERVE_H ":){4}:("
+             KVSERVE_H ":){0,1}" KVSERVE_V4 "|(" KVSERVE_H ":){5}:" KVSERVE_V4 ")$"},
+    {"uri", R"(^[A-Za-z][A-Za-z0-9+.-]*:[^\s"<>\\^`{|}]*$)"},
+};
+
+#undef KVSERVE_DATE
+#undef KVSERVE_TIME
+#undef KVSERVE_LABEL
+#undef KVSERVE_HOST
+#undef KVSERVE_OCTET
+#undef KVSERVE_V4
+#undef KVSERVE_H
+
+}  // namespace
+
+std::optional<std::string_view> FormatRegex(std::string_view name) {
+  for (const auto& [format, regex] : kFormats) {
+    if (format == name) return regex;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvserve
