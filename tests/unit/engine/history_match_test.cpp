@@ -10,23 +10,10 @@
 #include <vector>
 
 #include "engine/history_match.h"
-#include "engine/model/gguf.h"
-#include "engine/model/gguf_vocab.h"
-#include "tests/test_paths.h"
+#include "tests/shared_tokenizer.h"
 
 namespace kvserve {
 namespace history_match_test {
-
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& name) {
-  auto file = GgufFile::Open(testing::SharedPath("tokenizer/ggml-vocab-" + name + ".gguf"));
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto vocab = LoadVocab(**file);
-  EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
-  auto tok = Tokenizer::Create(std::move(vocab).value());
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return std::move(tok).value();
-}
 
 std::string NoSpace(std::string s) {
   std::erase_if(s, [](char c) { return c == ' ' || c == '\n'; });
@@ -38,7 +25,7 @@ class HistoryMatchTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const std::string file = "tokenizer/ggml-vocab-" + GetParam() + ".gguf";
     REQUIRE_SHARED_FILE(file);
-    tok_ = LoadTokenizer(GetParam());
+    tok_ = testing::LoadSharedTokenizer(GetParam());
     ASSERT_NE(tok_, nullptr);
   }
   std::vector<int32_t> Encode(const std::string& text) const { return tok_->Encode(text, false); }

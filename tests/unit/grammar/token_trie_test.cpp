@@ -8,24 +8,11 @@
 
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
-#include "engine/model/gguf.h"
-#include "engine/model/gguf_vocab.h"
-#include "tests/test_paths.h"
+#include "tests/shared_tokenizer.h"
 
 namespace kvserve {
 namespace token_trie_test {
 
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& vocab) {
-  auto file = GgufFile::Open(testing::SharedPath("tokenizer/ggml-vocab-" + vocab + ".gguf"));
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto v = LoadVocab(**file);
-  EXPECT_TRUE(v.ok()) << v.status().ToString();
-  if (!v.ok()) return nullptr;
-  auto tok = Tokenizer::Create(std::move(v).value());
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return tok.ok() ? std::move(tok).value() : nullptr;
-}
 
 // Token by token, as the definition says.
 TokenMask Reference(const TokenTrie& trie, const ByteDfa& dfa, int32_t state) {
@@ -43,7 +30,7 @@ class TokenTrieTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
   REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
-  std::unique_ptr<Tokenizer> tok = LoadTokenizer(GetParam());
+  std::unique_ptr<Tokenizer> tok = testing::LoadSharedTokenizer(GetParam());
   ASSERT_NE(tok, nullptr);
   const TokenTrie trie(*tok);
   ASSERT_GT(trie.num_nodes(), trie.vocab_size() / 2);
