@@ -2,9 +2,8 @@
 # Makes the base images the Dockerfile's cpu target starts from, debian:12 and debian:12-slim,
 # from Debian's own packages (debootstrap --variant=minbase, imported with podman): no registry
 # is reachable here (../shared/docs/BUILD-NOTES.md, "Containers"). Does nothing when both exist.
-# image_test.sh calls it; .ci/run also starts it in the background while the main build
-# compiles, since it spends its time downloading and unpacking, not computing. A lock makes a
-# second caller wait for the first rather than debootstrap twice.
+# image_test.sh calls it (CI's image stage; docs/ci.md says why not beside stage 1's build).
+# A lock makes a second caller wait for the first rather than debootstrap twice.
 #
 # Needs debootstrap and podman (scripts/install-deps.sh --image). Exit 0 when the images exist.
 set -euo pipefail
