@@ -34,60 +34,6 @@ struct Nfa {
   }
 };
 
-// Byte-range sequences that encode exactly the code points [lo, hi] in UTF-8.
-void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>* out) {
-  for (uint32_t max : {0x7Fu, 0x7FFu, 0xFFFFu}) {
-    if (lo <= max && hi > max) {
-      Utf8Sequences(lo, max, out);
-      Utf8Sequences(max + 1, hi, out);
-      return;
-    }
-  }
-  if (hi <= 0x7F) {
-    out->push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
-    return;
-  }
-  for (int i = 1; i < 4; ++i) {
-    const uint32_t m = (1u << (6 * i)) - 1;
-    if ((lo & ~m) != (hi & ~m)) {
-      if ((lo & m) != 0) {
-        Utf8Sequences(lo, lo | m, out);
-        Utf8Sequences((lo | m) + 1, hi, out);
-        return;
-      }
-      if ((hi & m) != m) {
-        Utf8Sequences(lo, (hi & ~m) - 1, out);
-        Utf8Sequences(hi & ~m, hi, out);
-        return;
-      }
-    }
-  }
-  auto encode = [](uint32_t cp, uint8_t* b) {
-    if (cp <= 0x7FF) {
-      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
-      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-      return 2;
-    }
-    if (cp <= 0xFFFF) {
-      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
-      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-      return 3;
-    }
-    b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
-    b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
-    b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-    b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-    return 4;
-  };
-  uint8_t a[4], b[4];
-  const int n = encode(lo, a);
-  encode(hi, b);
-  std::vector<std::pair<uint8_t, uint8_t>> seq;
-  for (int i = 0; i < n; ++i) seq.push_back({a[i], b[i]});
-  out->push_back(std::move(seq));
-}
-
 class NfaBuilder {
  public:
   NfaBuilder(const std::vector<Node>& nodes, Nfa* nfa) : nodes_(nodes), nfa_(nfa) {}
@@ -99,8 +45,8 @@ class NfaBuilder {
     switch (n.kind) {
       case Node::kClass: {
         const int in = nfa_->NewState(), out = nfa_->NewState();
-        std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
-        for (auto [lo, hi] : n.ranges) Utf8Sequences(lo, hi, &seqs);
+        std::vector<regex_ast::ByteSeq> seqs;
+        for (auto [lo, hi] : n.ranges) regex_ast::Utf8Sequences(lo, hi, &seqs);
         for (const auto& seq : seqs) {
           int at = in;
           for (size_t i = 0; i < seq.size(); ++i) {
@@ -170,6 +116,64 @@ class NfaBuilder {
 };
 
 }  // namespace
+
+namespace regex_ast {
+
+// Byte-range sequences that encode exactly the code points [lo, hi] in UTF-8.
+void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>* out) {
+  for (uint32_t max : {0x7Fu, 0x7FFu, 0xFFFFu}) {
+    if (lo <= max && hi > max) {
+      Utf8Sequences(lo, max, out);
+      Utf8Sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  if (hi <= 0x7F) {
+    out->push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  for (int i = 1; i < 4; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        Utf8Sequences(lo, lo | m, out);
+        Utf8Sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        Utf8Sequences(lo, (hi & ~m) - 1, out);
+        Utf8Sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  auto encode = [](uint32_t cp, uint8_t* b) {
+    if (cp <= 0x7FF) {
+      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 2;
+    }
+    if (cp <= 0xFFFF) {
+      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 3;
+    }
+    b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+    b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 4;
+  };
+  uint8_t a[4], b[4];
+  const int n = encode(lo, a);
+  encode(hi, b);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (int i = 0; i < n; ++i) seq.push_back({a[i], b[i]});
+  out->push_back(std::move(seq));
+}
+
+}  // namespace regex_ast
 
 int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
   for (char c : bytes) {

@@ -1,4 +1,5 @@
-// Private to engine/grammar/regex*.cpp: the parsed form of a regex (regex.h).
+// Private to engine/grammar: the parsed form of a regex (regex.h) and the code point range
+// helpers the GBNF parser shares.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +30,12 @@ struct Node {
 
 // Every code point (the prefix and suffix of a search).
 Ranges AnyCodePoint();
+// Sorted, merged, without surrogates (they have no UTF-8 encoding).
+Ranges NormalizeRanges(Ranges r);
+// Every code point not in `r`, normalized.
+Ranges ComplementRanges(const Ranges& r);
+// Byte-range sequences that encode exactly the code points [lo, hi] in UTF-8.
+using ByteSeq = std::vector<std::pair<uint8_t, uint8_t>>;
+void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>* out);
 
 }  // namespace kvserve::regex_ast

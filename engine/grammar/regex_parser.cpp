@@ -10,11 +10,9 @@
 #include "engine/grammar/regex_ast.h"
 
 namespace kvserve::regex_ast {
-namespace {
-
 
 // Sorted, merged, without surrogates (they have no UTF-8 encoding).
-Ranges Normalize(Ranges r) {
+Ranges NormalizeRanges(Ranges r) {
   Ranges split;
   for (auto [lo, hi] : r) {
     if (lo <= 0xD7FF) split.push_back({lo, std::min<uint32_t>(hi, 0xD7FF)});
@@ -32,23 +30,26 @@ Ranges Normalize(Ranges r) {
   return out;
 }
 
-Ranges Complement(const Ranges& r) {
+Ranges ComplementRanges(const Ranges& r) {
   Ranges out;
   uint32_t next = 0;
-  for (auto [lo, hi] : Normalize(r)) {
+  for (auto [lo, hi] : NormalizeRanges(r)) {
     if (lo > next) out.push_back({next, lo - 1});
     next = hi + 1;
   }
   if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
-  return Normalize(out);
+  return NormalizeRanges(out);
 }
+
+namespace {
+
 
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\r'}, {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
                        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 const Ranges kAny = {{0, kMaxCodePoint}};
-const Ranges kDot = Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
+const Ranges kDot = ComplementRanges({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
 
 class Parser {
@@ -205,11 +206,11 @@ class Parser {
     auto one = [](uint32_t cp) { return Ranges{{cp, cp}}; };
     switch (c) {
       case 'd': return kDigit;
-      case 'D': return Complement(kDigit);
+      case 'D': return ComplementRanges(kDigit);
       case 'w': return kWord;
-      case 'W': return Complement(kWord);
+      case 'W': return ComplementRanges(kWord);
       case 's': return kSpace;
-      case 'S': return Complement(kSpace);
+      case 'S': return ComplementRanges(kSpace);
       case 'n': return one('\n');
       case 'r': return one('\r');
       case 't': return one('\t');
@@ -283,7 +284,7 @@ class Parser {
       }
       ranges.insert(ranges.end(), lo.begin(), lo.end());
     }
-    return Add({Node::kClass, negate ? Complement(ranges) : Normalize(ranges)});
+    return Add({Node::kClass, negate ? ComplementRanges(ranges) : NormalizeRanges(ranges)});
   }
 
   Ranges Member() {

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "engine/grammar/earley.h"
+#include "engine/grammar/grammar.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
 #include "tests/shared_tokenizer.h"
@@ -60,6 +62,38 @@ TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
     }
   }
   EXPECT_EQ(trie.DfaMask(ChoiceDfa({}), ByteDfa::kDead).Count(), 0);
+}
+
+TEST_P(TokenTrieTest, GrammarMasksAreTheTokensTheRecognizerCanConsume) {
+  REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
+  std::unique_ptr<Tokenizer> tok = testing::LoadSharedTokenizer(GetParam());
+  ASSERT_NE(tok, nullptr);
+  const TokenTrie trie(*tok);
+  StatusOr<Grammar> g = ParseGbnf(R"g(
+root   ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"tags\"" ws ":" ws "[" ws (string ws ("," ws string ws)*)? "]" ws "}"
+string ::= "\"" [^"\\]* "\""
+ws     ::= [ \n]{0,2}
+)g");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (const char* prefix : {"", "{ \"na", R"({"name": "Ada Lovelace)", R"({"name": "x", "tags": [)", R"({"name":"x","tags":[]})"}) {
+    SCOPED_TRACE(prefix);
+    EarleyRecognizer r(&*g);
+    ASSERT_TRUE(r.AdvanceAll(prefix));
+    const TokenMask mask = trie.GrammarMask(&r);
+    EXPECT_EQ(r.num_bytes(), static_cast<int>(std::string_view(prefix).size()));
+    // Token by token.
+    TokenMask reference(trie.vocab_size());
+    for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+      if (trie.bytes(id).empty() || !r.AdvanceAll(trie.bytes(id))) continue;
+      reference.Set(id);
+      r.Rollback(static_cast<int>(trie.bytes(id).size()));
+    }
+    if (r.AcceptsEnd()) {
+      for (int32_t id : trie.eog_tokens()) reference.Set(id);
+    }
+    EXPECT_EQ(mask, reference) << mask.Count() << " tokens vs " << reference.Count();
+    EXPECT_GT(mask.Count(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenTrieTest, ::testing::Values("llama-spm", "gpt-2", "deepseek-llm"),
