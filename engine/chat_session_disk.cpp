@@ -155,6 +155,10 @@ bool ChatSessionStore::RestoreFromDisk(ChatSession* s) {
   return true;
 }
 
+bool ChatSessionStore::RemoveFromDisk(const std::string& tenant, const std::string& id) {
+  return config_.state != nullptr && config_.state->Remove(kKind, Key(tenant, id));
+}
+
 void ChatSessionStore::Evict(ChatSession* s) {
   SaveToDisk(*s);
   ReleaseCache(s, true);

@@ -175,7 +175,7 @@ bool ChatSessionStore::Drop(const std::string& tenant, const std::string& id) {
   auto it = sessions_.find(Key(tenant, id));
   if (it != sessions_.end() && it->second.in_use) return false;
   // A session that left memory may be on disk only (after a restart).
-  const bool on_disk = config_.state != nullptr && config_.state->Remove("sessions", Key(tenant, id));
+  const bool on_disk = RemoveFromDisk(tenant, id);
   if (it == sessions_.end()) return on_disk;
   ReleaseCache(&it->second, true);
   sessions_.erase(it);

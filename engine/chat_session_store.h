@@ -117,6 +117,8 @@ class ChatSessionStore {
   // when there is no valid record or no room: the turn recomputes).
   bool SaveToDisk(const ChatSession& s);
   bool RestoreFromDisk(ChatSession* s);
+  // Removes tenant's record of session `id`; whether there was one.
+  bool RemoveFromDisk(const std::string& tenant, const std::string& id);
   // ReleaseCache for a session that leaves memory: to disk first when there is a state dir.
   void Evict(ChatSession* s);
   // Drops least recently used idle sessions while `over_limit()`.
