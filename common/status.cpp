@@ -19,6 +19,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "CANCELLED";
     case StatusCode::kDataLoss: return "DATA_LOSS";
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
+    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
     case StatusCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";
@@ -54,6 +55,7 @@ Status FailedPreconditionError(std::string m) {
 Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 namespace internal {

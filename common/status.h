@@ -27,6 +27,7 @@ enum class StatusCode {
   kCancelled,          // client went away or aborted
   kDataLoss,           // corrupt file
   kUnimplemented,
+  kDeadlineExceeded,  // work past its time limit (a schema too slow to compile: 400)
   kInternal,           // broken invariant that was caught, fault injection (500)
 };
 
@@ -64,6 +65,7 @@ Status FailedPreconditionError(std::string message);
 Status CancelledError(std::string message);
 Status DataLossError(std::string message);
 Status UnimplementedError(std::string message);
+Status DeadlineExceededError(std::string message);
 Status InternalError(std::string message);
 
 template <typename T>

@@ -1,13 +1,17 @@
 // JSON Schema formats as regexes (see formats.h).
 #include "engine/grammar/formats.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 namespace kvserve {
 namespace {
 
-#define KVSERVE_DATE R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"
+// Days per month; February 29 in leap years (divisible by 4, centuries by 400).
+#define KVSERVE_DATE                                                                          \
+  R"((\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8]))|)" \
+  R"((\d\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29))"
 #define KVSERVE_TIME R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))"
 #define KVSERVE_LABEL R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
 #define KVSERVE_HOST KVSERVE_LABEL R"((\.)" KVSERVE_LABEL ")*"
@@ -53,6 +57,13 @@ std::optional<std::string_view> FormatRegex(std::string_view name) {
     if (format == name) return regex;
   }
   return std::nullopt;
+}
+
+bool IsStandardFormat(std::string_view name) {
+  static constexpr std::string_view kStandard[] = {
+      "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+      "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+  return std::find(std::begin(kStandard), std::end(kStandard), name) != std::end(kStandard);
 }
 
 }  // namespace kvserve

@@ -1,10 +1,9 @@
 // JSON Schema `format` values as regexes (regex.h syntax, anchored), for the schema compiler:
-// the string's content must match. What a regex cannot check is named, and accepted:
-// days per month and leap years (date accepts 2023-02-30, as llguidance does), a hostname's
-// total length (253), an email's quoted local parts and address literals, a URI's
-// scheme-specific rules beyond RFC 3986's characters.
+// the string's content must match. What a regex cannot check is named: a hostname's total
+// length (253, accepted), an email's quoted local parts and address literals (refused), a
+// URI's scheme-specific rules beyond RFC 3986's characters (accepted).
 //
-//   date       RFC 3339 full-date          2024-01-31
+//   date       RFC 3339 full-date          2024-01-31 (days per month, leap years)
 //   time       RFC 3339 full-time          23:59:60.5+01:00 (leap second, offset or Z)
 //   date-time  date "T" time (t and a space too, as RFC 3339 allows)
 //   duration   ISO 8601 as JSON Schema's appendix A (P1Y2M, PT1H30M, P2W)
@@ -23,5 +22,7 @@ namespace kvserve {
 
 // The regex of format `name`, or nullopt when the format is unknown.
 std::optional<std::string_view> FormatRegex(std::string_view name);
+// Whether `name` is a format the JSON Schema specification defines (2020-12 and earlier).
+bool IsStandardFormat(std::string_view name);
 
 }  // namespace kvserve

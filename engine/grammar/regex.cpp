@@ -40,7 +40,7 @@ class NfaBuilder {
 
   // Adds node `id` between new states; returns {entry, exit}.
   std::pair<int, int> Build(int id) {
-    if (++states_built_ > 200000) return Empty();  // the caller sees the size and fails
+    if (++states_built_ > 1000000) return Empty();  // the caller sees the size and fails
     const Node& n = nodes_[static_cast<size_t>(id)];
     switch (n.kind) {
       case Node::kClass: {
@@ -86,12 +86,17 @@ class NfaBuilder {
           nfa_->eps[static_cast<size_t>(loop.second)].push_back(hub);
           return Then(whole, {hub, hub});
         }
+        // Optional copies that skip straight to the end (x(x(x)?)?)? rather than x?x?x?: the
+        // closure of a position then holds one copy, not all that follow.
+        if (n.max == n.min) return whole;
+        const int exit = nfa_->NewState();
         for (int i = n.min; i < n.max; ++i) {
           const std::pair<int, int> opt = Build(n.kids[0]);
-          nfa_->eps[static_cast<size_t>(opt.first)].push_back(opt.second);
+          nfa_->eps[static_cast<size_t>(whole.second)].push_back(exit);
           whole = Then(whole, opt);
         }
-        return whole;
+        nfa_->eps[static_cast<size_t>(whole.second)].push_back(exit);
+        return {whole.first, exit};
       }
       case Node::kStart:
       case Node::kEnd:
@@ -185,16 +190,17 @@ int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
 
 namespace {
 
-void Closure(const Nfa& nfa, std::vector<int>* set) {
-  std::vector<char> seen(nfa.eps.size(), 0);
+// Adds to `set` what its states reach by epsilon moves, sorted. `mark` (one entry per NFA
+// state, reused across calls) holds the call's stamp for the states seen.
+void Closure(const Nfa& nfa, std::vector<int>* set, std::vector<uint32_t>* mark, uint32_t stamp) {
   std::vector<int> stack = *set;
-  for (int s : *set) seen[static_cast<size_t>(s)] = 1;
+  for (int s : *set) (*mark)[static_cast<size_t>(s)] = stamp;
   while (!stack.empty()) {
     const int s = stack.back();
     stack.pop_back();
     for (int t : nfa.eps[static_cast<size_t>(s)]) {
-      if (!seen[static_cast<size_t>(t)]) {
-        seen[static_cast<size_t>(t)] = 1;
+      if ((*mark)[static_cast<size_t>(t)] != stamp) {
+        (*mark)[static_cast<size_t>(t)] = stamp;
         set->push_back(t);
         stack.push_back(t);
       }
@@ -208,70 +214,48 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_sta
   std::map<std::vector<int>, int32_t> ids;
   std::vector<std::vector<int>> sets;
   ByteDfa dfa;
+  std::vector<uint32_t> mark(nfa.eps.size(), 0);
+  uint32_t stamp = 0;
   std::vector<int> first = {start};
-  Closure(nfa, &first);
+  Closure(nfa, &first, &mark, ++stamp);
   ids[first] = 0;
   sets.push_back(first);
   for (size_t d = 0; d < sets.size(); ++d) {
     if (static_cast<int>(sets.size()) > max_states) {
       return ResourceExhaustedError(fmt::format("the regex needs more than {} automaton states", max_states));
     }
-    std::array<std::vector<int>, 256> targets;
+    // The bytes split into intervals on which every edge of the set agrees: one closure per
+    // interval instead of per byte.
+    std::vector<int> cuts = {0, 256};
     for (int s : sets[d]) {
-      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
-        for (int b = e.lo; b <= e.hi; ++b) targets[static_cast<size_t>(b)].push_back(e.to);
-      }
+      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) cuts.push_back(e.lo), cuts.push_back(e.hi + 1);
     }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     std::array<int32_t, 256> row;
     row.fill(ByteDfa::kDead);
-    for (int b = 0; b < 256; ++b) {
-      std::vector<int>& t = targets[static_cast<size_t>(b)];
+    std::vector<int> t;
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      const int lo = cuts[c];
+      t.clear();
+      for (int s : sets[d]) {
+        for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
+          if (e.lo <= lo && lo <= e.hi) t.push_back(e.to);
+        }
+      }
       if (t.empty()) continue;
-      Closure(nfa, &t);
+      std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
+      Closure(nfa, &t, &mark, ++stamp);
       auto [it, added] = ids.try_emplace(t, static_cast<int32_t>(sets.size()));
       if (added) sets.push_back(t);
-      row[static_cast<size_t>(b)] = it->second;
+      std::fill(row.begin() + lo, row.begin() + cuts[c + 1], it->second);
     }
     dfa.next.push_back(row);
     dfa.accepting.push_back(std::binary_search(sets[d].begin(), sets[d].end(), accept) ? 1 : 0);
   }
-  // Prune: keep the states that reach an accepting one.
-  const size_t n = dfa.next.size();
-  std::vector<std::vector<int32_t>> back(n);
-  for (size_t s = 0; s < n; ++s) {
-    for (int32_t t : dfa.next[s]) {
-      if (t >= 0) back[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
-    }
-  }
-  std::vector<char> live(n, 0);
-  std::vector<int32_t> stack;
-  for (size_t s = 0; s < n; ++s) {
-    if (dfa.accepting[s]) live[s] = 1, stack.push_back(static_cast<int32_t>(s));
-  }
-  while (!stack.empty()) {
-    const int32_t s = stack.back();
-    stack.pop_back();
-    for (int32_t p : back[static_cast<size_t>(s)]) {
-      if (!live[static_cast<size_t>(p)]) live[static_cast<size_t>(p)] = 1, stack.push_back(p);
-    }
-  }
-  std::vector<int32_t> remap(n, ByteDfa::kDead);
-  ByteDfa out;
-  for (size_t s = 0; s < n; ++s) {
-    if (live[s]) remap[s] = static_cast<int32_t>(out.accepting.size()), out.accepting.push_back(dfa.accepting[s]);
-  }
-  for (size_t s = 0; s < n; ++s) {
-    if (!live[s]) continue;
-    std::array<int32_t, 256> row;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = dfa.next[s][static_cast<size_t>(b)];
-      row[static_cast<size_t>(b)] = t < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(t)];
-    }
-    out.next.push_back(row);
-  }
-  out.start = remap[0];
-  return out;
+  dfa.start = 0;
+  return PruneDfa(std::move(dfa));
 }
 
 }  // namespace
@@ -319,13 +303,14 @@ StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& opt
     }
     stack.insert(stack.end(), n.kids.begin(), n.kids.end());
   }
-  const int top = wrapped.size() == 1 ? wrapped[0] : static_cast<int>(nodes.size());
+  int top = wrapped.size() == 1 ? wrapped[0] : static_cast<int>(nodes.size());
   if (wrapped.size() > 1) nodes.push_back({Node::kAlt, {}, wrapped});
+  if (options.json_string) top = regex_ast::JsonStringOf(top, &nodes);
 
   Nfa nfa;
   NfaBuilder builder(nodes, &nfa);
   const auto [in, out] = builder.Build(top);
-  if (nfa.edges.size() > 200000) {
+  if (nfa.edges.size() > 1000000) {
     return ResourceExhaustedError(fmt::format("regex /{}/ is too large to compile", pattern));
   }
   return Determinize(nfa, in, out, options.max_states);

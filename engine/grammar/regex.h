@@ -48,11 +48,26 @@ struct ByteDfa {
 struct RegexOptions {
   bool anchored = false;  // the whole string (else: search, as JSON Schema's pattern)
   int max_states = 20000; // a DFA past this many states is RESOURCE_EXHAUSTED
+  // Match the JSON string literal of each matching string instead: its quotes, and its
+  // characters as JSON writes them: " and \ as \" and \\, control characters as \b \f \n \r
+  // \t or \u00XX (hex in either case), / raw or as \/, every other code point raw (UTF-8).
+  bool json_string = false;
 };
 
 [[nodiscard]] StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& options = {});
 
 // The DFA of exactly one of `choices` (byte strings).
 ByteDfa ChoiceDfa(std::span<const std::string> choices);
+
+// The strings both automata match (`keep_b`) or `a` matches and `b` does not (!keep_b),
+// pruned; RESOURCE_EXHAUSTED past `max_states`.
+[[nodiscard]] StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b = true,
+                                             int max_states = 20000);
+// `dfa` after up to `max_ws` (-1: any number of) JSON whitespace bytes (space, \t, \n, \r).
+// REQUIRES: no string of `dfa` starts with whitespace.
+ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws);
+// The JSON encoding of `text` as a string literal, as RegexOptions::json_string writes it
+// (control characters other than \b \f \n \r \t as lower-case \u00xx, as Python does).
+std::string JsonStringLiteral(std::string_view text);
 
 }  // namespace kvserve

@@ -38,4 +38,16 @@ Ranges ComplementRanges(const Ranges& r);
 using ByteSeq = std::vector<std::pair<uint8_t, uint8_t>>;
 void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>* out);
 
+// Rewrites every class below `root` to the JSON encodings of its code points and returns a
+// node for the JSON string literal (quotes included) of what `root` matches (regex.h's
+// RegexOptions::json_string).
+int JsonStringOf(int root, std::vector<Node>* nodes);
+
 }  // namespace kvserve::regex_ast
+
+namespace kvserve {
+struct ByteDfa;
+// Keeps the states of `dfa` that reach an accepting state (from `dfa.start`), renumbered;
+// start kDead when none.
+ByteDfa PruneDfa(ByteDfa dfa);
+}  // namespace kvserve

@@ -6,6 +6,7 @@ int HttpStatusFor(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kInvalidArgument:
+    case StatusCode::kDeadlineExceeded:
     case StatusCode::kOutOfRange: return 400;
     case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kNotFound: return 404;
@@ -24,6 +25,7 @@ const char* OpenAiErrorTypeFor(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
+    case StatusCode::kDeadlineExceeded:
     case StatusCode::kFailedPrecondition: return "invalid_request_error";
     case StatusCode::kUnauthenticated: return "authentication_error";
     case StatusCode::kNotFound: return "not_found_error";
@@ -39,6 +41,7 @@ int GrpcCodeFor(StatusCode code) {
     case StatusCode::kOk: return 0;
     case StatusCode::kCancelled: return 1;
     case StatusCode::kInvalidArgument: return 3;
+    case StatusCode::kDeadlineExceeded: return 4;
     case StatusCode::kNotFound: return 5;
     case StatusCode::kResourceExhausted: return 8;
     case StatusCode::kFailedPrecondition: return 9;
