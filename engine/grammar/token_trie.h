@@ -46,6 +46,21 @@ class TokenTrie {
   std::span<const int32_t> eog_tokens() const { return eog_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
 
+  struct Node {
+    uint8_t byte = 0;
+    uint16_t depth = 0;       // root 0
+    int32_t end = 0;          // one past the last node of the subtree
+    int32_t tokens_begin = 0; // [tokens_begin, tokens_end) in node_tokens_: tokens ending here
+    int32_t tokens_end = 0;
+  };
+  // Node 0 is the root (no byte); node i's children are i + 1, then each child's end.
+  const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
+  // The tokens whose bytes end at node i.
+  std::span<const int32_t> tokens_at(int32_t i) const {
+    const Node& n = node(i);
+    return {node_tokens_.data() + n.tokens_begin, static_cast<size_t>(n.tokens_end - n.tokens_begin)};
+  }
+
   // The tokens whose bytes keep `dfa` alive from `state` (each is the prefix of a match), plus
   // the end-of-generation tokens when `state` accepts. Nothing when `state` is dead.
   TokenMask DfaMask(const ByteDfa& dfa, int32_t state) const;
@@ -56,14 +71,6 @@ class TokenTrie {
   TokenMask GrammarMask(EarleyRecognizer* recognizer) const;
 
  private:
-  struct Node {
-    uint8_t byte = 0;
-    uint16_t depth = 0;       // root 0
-    int32_t end = 0;          // one past the last node of the subtree
-    int32_t tokens_begin = 0; // [tokens_begin, tokens_end) in node_tokens_: tokens ending here
-    int32_t tokens_end = 0;
-  };
-
   int32_t vocab_size_;
   std::vector<std::string> bytes_;  // [token]
   std::vector<int32_t> eog_;

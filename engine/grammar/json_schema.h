@@ -1,0 +1,53 @@
+// JSON Schema -> LexGrammar (lex_grammar.h): the values a schema allows, as JSON text.
+//
+// Supported (drafts 4 to 2020-12): type (and unions), properties, required,
+// additionalProperties (false, true or a schema), patternProperties, minProperties and
+// maxProperties where a grammar can count them, enum, const, anyOf, oneOf (alternatives that
+// provably exclude each other), allOf (merged), $ref / $defs / definitions (local pointers and
+// anchors, recursive too), items, prefixItems (and draft 4's items array with
+// additionalItems), minItems, maxItems, minLength, maxLength, pattern, format (formats.h),
+// minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean form too),
+// multipleOf, nullable (OpenAPI). Unknown keywords are annotations and ignored, as the
+// specification says.
+//
+// Exactness: a value the grammar accepts is valid (never the reverse failure: an invalid
+// instance accepted). Where a grammar cannot say exactly what a keyword means, it allows a
+// subset of the valid texts: properties in the order of `properties` (extra ones after them),
+// numbers with bounds in plain decimal notation, fractional bounds rounded inwards, integers
+// without a fraction, strings up to 1,000 code points, arrays up to 2,000 items, non-ASCII
+// characters raw. A keyword it cannot enforce at all (not, if/then/else, uniqueItems,
+// contains, dependencies, propertyNames, unevaluated*, oneOf whose alternatives may overlap,
+// a format of the specification that formats.h lacks, a remote $ref; a format name the
+// specification does not define is an annotation, as it says) is INVALID_ARGUMENT naming it and its JSON pointer,
+// unless `lenient`, which ignores it and lists it in `ignored`.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "engine/grammar/lex_grammar.h"
+
+namespace kvserve {
+
+struct JsonSchemaOptions {
+  // JSON whitespace allowed between tokens of the text, per gap: -1 any amount (JSON's own
+  // rule, for checking texts); generation wants a bound so a model cannot loop on spaces.
+  int max_whitespace = -1;
+  bool lenient = false;
+  // A compile past this long is DEADLINE_EXCEEDED.
+  std::chrono::milliseconds time_limit{10000};
+};
+
+struct CompiledSchema {
+  LexGrammar grammar;
+  std::vector<std::string> ignored;  // lenient: "keyword at /pointer" of what was not enforced
+};
+
+[[nodiscard]] StatusOr<CompiledSchema> CompileJsonSchema(const nlohmann::ordered_json& schema,
+                                                         const JsonSchemaOptions& options = {});
+
+}  // namespace kvserve

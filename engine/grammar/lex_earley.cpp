@@ -1,0 +1,201 @@
+// LexGrammar and LexEarley (see lex_grammar.h).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/lex_grammar.h"
+
+namespace kvserve {
+
+int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa) {
+  auto [it, added] = lexeme_ids_.try_emplace(key, static_cast<int32_t>(lexemes.size()));
+  if (added) {
+    lexemes.push_back(std::move(dfa));
+    lexeme_keys.push_back(key);
+  }
+  return it->second;
+}
+
+int32_t LexGrammar::FindLexeme(const std::string& key) const {
+  const auto it = lexeme_ids_.find(key);
+  return it == lexeme_ids_.end() ? -1 : it->second;
+}
+
+int32_t LexGrammar::AddRule(std::string name) {
+  rules.emplace_back();
+  rule_names.push_back(std::move(name));
+  return static_cast<int32_t>(rules.size()) - 1;
+}
+
+void LexGrammar::AddAlternative(int32_t rule, std::vector<int32_t> symbols) {
+  rules[static_cast<size_t>(rule)].push_back(std::move(symbols));
+}
+
+Status LexGrammar::RemoveUnproductive() {
+  std::vector<char> productive(rules.size(), 0);
+  auto symbol_ok = [&](int32_t s) {
+    return s >= 0 ? productive[static_cast<size_t>(s)] != 0 : lexemes[static_cast<size_t>(LexemeId(s))].start >= 0;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      if (productive[r]) continue;
+      for (const auto& alt : rules[r]) {
+        if (std::all_of(alt.begin(), alt.end(), symbol_ok)) {
+          productive[r] = 1;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (root < 0 || !productive[static_cast<size_t>(root)]) {
+    return FailedPreconditionError("the schema allows no value at all");
+  }
+  for (auto& alts : rules) {
+    std::erase_if(alts, [&](const std::vector<int32_t>& alt) { return !std::all_of(alt.begin(), alt.end(), symbol_ok); });
+  }
+  return OkStatus();
+}
+
+StatusOr<LexGrammar> RegexGrammar(std::string_view pattern) {
+  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(pattern, {.anchored = true}));
+  LexGrammar g;
+  g.root = g.AddRule("root");
+  g.AddAlternative(g.root, {LexGrammar::Lexeme(g.AddLexeme("regex", std::move(dfa)))});
+  RETURN_IF_ERROR(g.RemoveUnproductive());
+  return g;
+}
+
+LexGrammar ChoiceGrammar(const std::vector<std::string>& choices) {
+  LexGrammar g;
+  g.root = g.AddRule("root");
+  g.AddAlternative(g.root, {LexGrammar::Lexeme(g.AddLexeme("choice", ChoiceDfa(choices)))});
+  return g;
+}
+
+LexGrammar ByteGrammar(const Grammar& grammar) {
+  LexGrammar g;
+  for (size_t r = 0; r < grammar.rules.size(); ++r) g.AddRule(grammar.names[r]);
+  for (size_t r = 0; r < grammar.rules.size(); ++r) {
+    for (const GrammarSequence& seq : grammar.rules[r]) {
+      std::vector<int32_t> symbols;
+      for (const GrammarSymbol& sym : seq) {
+        if (sym.kind == GrammarSymbol::kRule) {
+          symbols.push_back(sym.rule);
+          continue;
+        }
+        const std::string key = fmt::format("{}-{}", sym.lo, sym.hi);
+        int32_t id = g.FindLexeme(key);
+        if (id < 0) {  // one byte in [lo, hi], then nothing
+          ByteDfa dfa;
+          std::array<int32_t, 256> row;
+          row.fill(ByteDfa::kDead);
+          dfa.next = {row, row};
+          for (int b = sym.lo; b <= sym.hi; ++b) dfa.next[0][static_cast<size_t>(b)] = 1;
+          dfa.accepting = {0, 1};
+          dfa.start = 0;
+          id = g.AddLexeme(key, std::move(dfa));
+        }
+        symbols.push_back(LexGrammar::Lexeme(id));
+      }
+      g.AddAlternative(static_cast<int32_t>(r), std::move(symbols));
+    }
+  }
+  g.root = grammar.root;
+  return g;
+}
+
+LexEarley::LexEarley(const LexGrammar* grammar) : g_(grammar) {
+  rule_prods_.resize(g_->rules.size());
+  for (size_t r = 0; r < g_->rules.size(); ++r) {
+    for (const auto& alt : g_->rules[r]) {
+      rule_prods_[r].push_back(static_cast<int32_t>(prod_symbols_.size()));
+      prod_rule_.push_back(static_cast<int32_t>(r));
+      prod_symbols_.push_back(alt);
+    }
+  }
+  nullable_.assign(g_->rules.size(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t p = 0; p < prod_symbols_.size(); ++p) {
+      const size_t r = static_cast<size_t>(prod_rule_[p]);
+      if (nullable_[r]) continue;
+      if (std::all_of(prod_symbols_[p].begin(), prod_symbols_[p].end(),
+                      [&](int32_t s) { return s >= 0 && nullable_[static_cast<size_t>(s)]; })) {
+        nullable_[r] = 1;
+        changed = true;
+      }
+    }
+  }
+  sets_.emplace_back();
+  seen_.clear();
+  if (g_->root >= 0) {
+    for (int32_t p : rule_prods_[static_cast<size_t>(g_->root)]) Add({p, 0, 0});
+  }
+  Close();
+}
+
+void LexEarley::Add(const Item& item) {
+  const uint64_t key = (static_cast<uint64_t>(item.prod) << 40) ^ (static_cast<uint64_t>(item.dot) << 28) ^
+                       static_cast<uint64_t>(item.origin);
+  if (seen_.insert(key).second) sets_.back().items.push_back(item);
+}
+
+void LexEarley::Close() {
+  Set& set = sets_.back();
+  const int32_t here = static_cast<int32_t>(sets_.size()) - 1;
+  for (size_t i = 0; i < set.items.size(); ++i) {
+    const Item item = set.items[i];
+    const std::vector<int32_t>& symbols = prod_symbols_[static_cast<size_t>(item.prod)];
+    if (item.dot < static_cast<int32_t>(symbols.size())) {
+      const int32_t s = symbols[static_cast<size_t>(item.dot)];
+      if (s < 0) {
+        set.expected.push_back(LexGrammar::LexemeId(s));
+        continue;
+      }
+      for (int32_t p : rule_prods_[static_cast<size_t>(s)]) Add({p, 0, here});
+      if (nullable_[static_cast<size_t>(s)]) Add({item.prod, item.dot + 1, item.origin});
+      continue;
+    }
+    const int32_t rule = prod_rule_[static_cast<size_t>(item.prod)];
+    if (rule == g_->root && item.origin == 0) set.accepts_end = true;
+    if (item.origin == here) continue;  // an empty derivation: prediction advanced past it
+    const std::vector<Item>& waiting = sets_[static_cast<size_t>(item.origin)].items;
+    for (size_t j = 0; j < waiting.size(); ++j) {
+      const Item w = waiting[j];
+      const std::vector<int32_t>& ws = prod_symbols_[static_cast<size_t>(w.prod)];
+      if (w.dot < static_cast<int32_t>(ws.size()) && ws[static_cast<size_t>(w.dot)] == rule) {
+        Add({w.prod, w.dot + 1, w.origin});
+      }
+    }
+  }
+  std::sort(set.expected.begin(), set.expected.end());
+  set.expected.erase(std::unique(set.expected.begin(), set.expected.end()), set.expected.end());
+  seen_.clear();
+}
+
+bool LexEarley::Scan(std::span<const int32_t> lexemes) {
+  const Set& last = sets_.back();
+  std::vector<Item> advanced;
+  for (const Item& item : last.items) {
+    const std::vector<int32_t>& symbols = prod_symbols_[static_cast<size_t>(item.prod)];
+    if (item.dot >= static_cast<int32_t>(symbols.size())) continue;
+    const int32_t s = symbols[static_cast<size_t>(item.dot)];
+    if (s < 0 && std::binary_search(lexemes.begin(), lexemes.end(), LexGrammar::LexemeId(s))) {
+      advanced.push_back({item.prod, item.dot + 1, item.origin});
+    }
+  }
+  if (advanced.empty()) return false;
+  sets_.emplace_back();
+  for (const Item& item : advanced) Add(item);
+  Close();
+  return true;
+}
+
+void LexEarley::Pop() {
+  if (sets_.size() > 1) sets_.pop_back();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,95 @@
+// LexGrammar: a context-free grammar over lexemes, what JSON Schemas compile to. A lexeme is a
+// byte automaton (regex.h: a string with its pattern, a number with its bounds, a key, a
+// punctuation mark, each with its leading whitespace); rules are sequences of lexemes and
+// rules. Lexing is by longest match: a lexeme ends where the next byte cannot continue it, so
+// lexemes must not be prefixes of a valid continuation (JSON's are not: a value is always
+// followed by punctuation or whitespace that cannot extend it).
+//
+// LexEarley parses lexemes with Earley's algorithm: the lexemes each step expects, the scan of
+// a lexeme the lexer recognized (as a set: the candidates that matched the same bytes), undo.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/grammar/regex.h"
+
+namespace kvserve {
+
+struct LexGrammar {
+  // A symbol: a rule id (>= 0) or a lexeme (Lexeme(id) < 0).
+  static constexpr int32_t Lexeme(int32_t id) { return -1 - id; }
+  static constexpr int32_t LexemeId(int32_t symbol) { return -1 - symbol; }
+
+  std::vector<ByteDfa> lexemes;
+  std::vector<std::string> lexeme_keys;  // [lexeme] what built it (equal keys, equal automata)
+  std::vector<std::vector<std::vector<int32_t>>> rules;  // [rule] -> alternatives
+  std::vector<std::string> rule_names;                   // [rule] for errors and dumps
+  int32_t root = -1;
+
+  // The lexeme built by `key`, added with `dfa` when new.
+  int32_t AddLexeme(const std::string& key, ByteDfa dfa);
+  int32_t FindLexeme(const std::string& key) const;
+  int32_t AddRule(std::string name);
+  void AddAlternative(int32_t rule, std::vector<int32_t> symbols);
+  // Drops alternatives that derive no finite string (a dead lexeme, an unproductive rule), so
+  // every item the parser holds can still complete. FAILED_PRECONDITION when the root derives
+  // nothing (an unsatisfiable schema).
+  [[nodiscard]] Status RemoveUnproductive();
+
+ private:
+  std::unordered_map<std::string, int32_t> lexeme_ids_;
+};
+
+// One-lexeme grammars: a regex (regex.h syntax, anchored), one of `choices`.
+[[nodiscard]] StatusOr<LexGrammar> RegexGrammar(std::string_view pattern);
+LexGrammar ChoiceGrammar(const std::vector<std::string>& choices);
+// A byte-level Grammar (grammar.h: GBNF) as a LexGrammar whose lexemes are its byte ranges.
+LexGrammar ByteGrammar(const struct Grammar& grammar);
+
+// Not thread-safe; `grammar` must outlive it.
+class LexEarley {
+ public:
+  explicit LexEarley(const LexGrammar* grammar);
+
+  // Scans a lexeme that matched as any of `lexemes` (sorted ids): false, and nothing changes,
+  // when the parser expects none of them.
+  bool Scan(std::span<const int32_t> lexemes);
+  // Undoes the last Scan.
+  void Pop();
+  int num_scans() const { return static_cast<int>(sets_.size()) - 1; }
+  // The lexemes the parser expects next (sorted).
+  const std::vector<int32_t>& Expected() const { return sets_.back().expected; }
+  // The lexemes scanned so far are a sentence.
+  bool AcceptsEnd() const { return sets_.back().accepts_end; }
+
+ private:
+  struct Item {
+    int32_t prod, dot, origin;
+    bool operator==(const Item&) const = default;
+  };
+  struct Set {
+    std::vector<Item> items;
+    std::vector<int32_t> expected;
+    bool accepts_end = false;
+  };
+  void Add(const Item& item);
+  // Predictions and completions of the last set.
+  void Close();
+
+  const LexGrammar* g_;
+  // The alternatives of all rules, numbered.
+  std::vector<int32_t> prod_rule_;
+  std::vector<std::vector<int32_t>> prod_symbols_;
+  std::vector<std::vector<int32_t>> rule_prods_;
+  std::vector<char> nullable_;
+  std::vector<Set> sets_;
+  std::unordered_set<uint64_t> seen_;  // the items of the set being built
+};
+
+}  // namespace kvserve

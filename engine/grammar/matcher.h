@@ -1,0 +1,107 @@
+// Token masks for a LexGrammar (lex_grammar.h) over a vocabulary: which tokens may come next.
+//
+// CompiledGrammar holds what all sequences under one grammar share: the lexer's states (the
+// set of (lexeme, automaton state) pairs still alive in the current lexeme, interned, with
+// their byte transitions filled in as they are met) and, per lexer state, the part of the mask
+// that does not depend on the parser: the tokens whose bytes stay inside the current lexeme
+// (one walk of the token trie, then cached), and the trie nodes where a lexeme ends inside a
+// token. A mask is that cached set plus a walk below those nodes with the parser, so the
+// Earley parser runs only where a token crosses a lexeme boundary (after a string's closing
+// quote, a number's last digit, a punctuation mark).
+//
+// GrammarMatcher is one sequence's position: the parser, the lexer state, a history for
+// Rollback. Matchers of one grammar may run on different threads (the shared caches lock).
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/grammar/lex_grammar.h"
+#include "engine/grammar/token_trie.h"
+
+namespace kvserve {
+
+class CompiledGrammar {
+ public:
+  // `trie` must outlive it.
+  CompiledGrammar(LexGrammar grammar, const TokenTrie* trie);
+  const LexGrammar& grammar() const { return grammar_; }
+  const TokenTrie& trie() const { return *trie_; }
+  int num_lexer_states() const;
+
+ private:
+  friend class GrammarMatcher;
+  static constexpr int32_t kUnknown = -2;
+  struct LexState {
+    std::vector<std::pair<int32_t, int32_t>> pairs;  // (lexeme, automaton state), sorted
+    std::vector<int32_t> accepted;                   // lexemes in an accepting state, sorted
+    std::array<int32_t, 256> next;                   // kUnknown until met; kDead
+  };
+  struct MaskEntry {
+    TokenMask inside;                                  // tokens that stay inside the lexeme
+    std::vector<std::pair<int32_t, int32_t>> boundary;  // (trie node, lexer state before it)
+  };
+
+  // REQUIRES: mu_ held.
+  int32_t Intern(std::vector<std::pair<int32_t, int32_t>> pairs);
+  int32_t StartState(const std::vector<int32_t>& expected);
+  int32_t Step(int32_t state, uint8_t byte) {
+    int32_t& t = states_[static_cast<size_t>(state)].next[byte];
+    if (t == kUnknown) t = ComputeStep(state, byte);
+    return t;
+  }
+  int32_t ComputeStep(int32_t state, uint8_t byte);
+  const std::vector<int32_t>& Accepted(int32_t state) const { return states_[static_cast<size_t>(state)].accepted; }
+  const MaskEntry& Entry(int32_t state);
+
+  LexGrammar grammar_;
+  const TokenTrie* trie_;
+  mutable std::mutex mu_;
+  std::vector<LexState> states_;
+  std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> state_ids_;
+  std::map<std::vector<int32_t>, int32_t> start_states_;
+  std::vector<std::unique_ptr<MaskEntry>> entries_;  // [lexer state]
+};
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> grammar);
+
+  // Consumes the token's bytes: false (nothing changes) when the grammar refuses them or the
+  // token has none (a control token).
+  bool AcceptToken(int32_t token);
+  // Consumes `bytes`, all or nothing.
+  bool AcceptBytes(std::string_view bytes);
+  // The bytes so far are a complete sentence (end-of-generation may come).
+  bool CanEnd();
+  // The tokens that may come next; end-of-generation tokens where CanEnd.
+  void FillMask(TokenMask* mask);
+  // Undoes the last `n` accepted tokens (n <= num_tokens()).
+  void Rollback(int n);
+  int num_tokens() const { return static_cast<int>(history_.size()); }
+
+ private:
+  struct Position {
+    int32_t scans;   // parser depth
+    int32_t state;   // lexer state
+    bool fresh;      // nothing of the current lexeme consumed yet
+  };
+  // REQUIRES: g_->mu_ held.
+  bool StepByte(uint8_t byte);
+  void RestoreTo(const Position& p);
+  void WalkChildren(int32_t parent, int32_t state, TokenMask* mask);
+
+  std::shared_ptr<CompiledGrammar> g_;
+  LexEarley parser_;
+  int32_t state_;
+  bool fresh_ = true;
+  std::vector<Position> history_;  // before each accepted token
+};
+
+}  // namespace kvserve

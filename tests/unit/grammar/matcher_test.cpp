@@ -1,0 +1,162 @@
+// GrammarMatcher::FillMask against the definition, token by token: a token is in the mask when
+// AcceptToken takes it (then Rollback), end-of-generation when CanEnd. Checked at every token
+// of real instances on SentencePiece (byte tokens), byte-level BPE and the 102k deepseek
+// vocabulary, for JSON Schemas, a GBNF grammar (against the byte-level Earley reference) and
+// a regex (against DfaMask); and Rollback restores masks exactly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
+#include "engine/grammar/matcher.h"
+#include "tests/shared_tokenizer.h"
+
+namespace kvserve {
+namespace matcher_test {
+
+using Json = nlohmann::ordered_json;
+
+TokenMask Reference(GrammarMatcher* m, const TokenTrie& trie) {
+  TokenMask mask(trie.vocab_size());
+  for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+    if (m->AcceptToken(id)) {
+      mask.Set(id);
+      m->Rollback(1);
+    }
+  }
+  if (m->CanEnd()) {
+    for (int32_t id : trie.eog_tokens()) mask.Set(id);
+  }
+  return mask;
+}
+
+// `text` as the longest tokens from the left (exactly its bytes: a SentencePiece tokenizer
+// would add a leading space).
+std::vector<int32_t> GreedyTokens(const TokenTrie& trie, const std::string& text) {
+  std::vector<int32_t> out;
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t node = 0, best = -1;
+    size_t best_len = 0, len = 0;
+    while (pos + len < text.size()) {
+      int32_t next = -1;
+      for (int32_t c = node + 1; c < trie.node(node).end; c = trie.node(c).end) {
+        if (trie.node(c).byte == static_cast<uint8_t>(text[pos + len])) next = c;
+      }
+      if (next < 0) break;
+      node = next, ++len;
+      if (!trie.tokens_at(node).empty()) best = trie.tokens_at(node)[0], best_len = len;
+    }
+    if (best < 0) return {};
+    out.push_back(best);
+    pos += best_len;
+  }
+  return out;
+}
+
+// At each token of `text`, the mask equals the reference; the text is accepted to its end.
+void CheckAlong(const std::shared_ptr<CompiledGrammar>& g, const std::string& text) {
+  GrammarMatcher m(g);
+  TokenMask mask(g->trie().vocab_size());
+  const std::vector<int32_t> tokens = GreedyTokens(g->trie(), text);
+  ASSERT_FALSE(tokens.empty()) << text;
+  std::vector<TokenMask> seen;
+  for (size_t i = 0; i <= tokens.size(); ++i) {
+    m.FillMask(&mask);
+    const TokenMask ref = Reference(&m, g->trie());
+    ASSERT_TRUE(mask == ref) << "at token " << i << " of " << text << ": " << mask.Count() << " vs " << ref.Count();
+    seen.push_back(mask);
+    if (i == tokens.size()) break;
+    ASSERT_TRUE(mask.Test(tokens[i])) << "token " << i << " of " << text;
+    ASSERT_TRUE(m.AcceptToken(tokens[i]));
+  }
+  EXPECT_TRUE(m.CanEnd()) << text;
+  // Rollback: back to each earlier position, the same mask.
+  for (size_t back = 1; back <= tokens.size(); back += 3) {
+    GrammarMatcher r(g);
+    for (int32_t t : tokens) ASSERT_TRUE(r.AcceptToken(t));
+    r.Rollback(static_cast<int>(back));
+    r.FillMask(&mask);
+    EXPECT_TRUE(mask == seen[tokens.size() - back]) << "rollback " << back << " of " << text;
+  }
+}
+
+class MatcherTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
+    tok_ = testing::LoadSharedTokenizer(GetParam());
+    ASSERT_NE(tok_, nullptr);
+    trie_ = std::make_unique<TokenTrie>(*tok_);
+  }
+  std::shared_ptr<CompiledGrammar> Schema(const char* schema) {
+    StatusOr<CompiledSchema> c = CompileJsonSchema(Json::parse(schema));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_.get()) : nullptr;
+  }
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<TokenTrie> trie_;
+};
+
+TEST_P(MatcherTest, JsonSchemaMasksAreTheTokensTheMatcherAccepts) {
+  const auto g = Schema(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0},
+      "tags": {"type": "array", "items": {"enum": ["a", "b c", "été"]}},
+      "score": {"type": "number"}, "when": {"type": "string", "format": "date"}},
+      "required": ["name"], "additionalProperties": {"type": "boolean"}})");
+  ASSERT_NE(g, nullptr);
+  CheckAlong(g, R"({"name": "Zoë \"Z\"", "age": 42, "tags": ["b c", "été"], "score": -1.5e3, "when": "2024-01-31", "x": true})");
+  CheckAlong(g, R"({"name":"a","extra":false})");
+  const auto any = Schema("{}");
+  ASSERT_NE(any, nullptr);
+  CheckAlong(any, R"([1, {"a": null, "b": [true, "x\ny"]}, -0.5])");
+}
+
+TEST_P(MatcherTest, GbnfMasksEqualTheByteLevelEarleyReference) {
+  StatusOr<Grammar> gbnf = ParseGbnf(R"g(root ::= "(" expr ")"
+expr ::= term (("+" | "-") term)*
+term ::= [0-9]+ | "x" | "(" expr ")")g");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+  const auto g = std::make_shared<CompiledGrammar>(ByteGrammar(*gbnf), trie_.get());
+  CheckAlong(g, "(12+(x-3)+456)");
+  // The same masks as TokenTrie::GrammarMask over the byte-level recognizer.
+  EarleyRecognizer rec(&*gbnf);
+  GrammarMatcher m(g);
+  TokenMask mask(trie_->vocab_size());
+  for (char c : std::string("(1+(x")) {
+    ASSERT_TRUE(rec.Advance(static_cast<uint8_t>(c)));
+    ASSERT_TRUE(m.AcceptBytes(std::string(1, c)));
+    m.FillMask(&mask);
+    EXPECT_TRUE(mask == trie_->GrammarMask(&rec)) << "after " << c;
+  }
+}
+
+TEST_P(MatcherTest, RegexAndChoiceMasksEqualDfaMasks) {
+  StatusOr<LexGrammar> re = RegexGrammar("[a-z]{2,5}-\\d+");
+  ASSERT_TRUE(re.ok());
+  const auto g = std::make_shared<CompiledGrammar>(*std::move(re), trie_.get());
+  const ByteDfa dfa = *CompileRegex("[a-z]{2,5}-\\d+", {.anchored = true});
+  GrammarMatcher m(g);
+  TokenMask mask(trie_->vocab_size());
+  int32_t state = dfa.start;
+  for (char c : std::string("abc-12")) {
+    m.FillMask(&mask);
+    EXPECT_TRUE(mask == trie_->DfaMask(dfa, state));
+    ASSERT_TRUE(m.AcceptBytes(std::string(1, c)));
+    state = dfa.Step(state, static_cast<uint8_t>(c));
+  }
+  const auto choice = std::make_shared<CompiledGrammar>(ChoiceGrammar({"yes", "no", "maybe so"}), trie_.get());
+  CheckAlong(choice, "maybe so");
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, MatcherTest, ::testing::Values("llama-spm", "gpt-2", "deepseek-llm"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace matcher_test
+}  // namespace kvserve
