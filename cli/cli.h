@@ -68,6 +68,7 @@ int ReportError(std::string_view command, std::string_view message, int exit_cod
 
 // Subcommands (one file each).
 void RegisterGenerateCommand(CommandRegistry& registry);
+void RegisterMaskbenchCommand(CommandRegistry& registry);
 void RegisterMkmodelCommand(CommandRegistry& registry);
 void RegisterServeCommand(CommandRegistry& registry);
 void RegisterSoakCommand(CommandRegistry& registry);

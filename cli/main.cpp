@@ -16,5 +16,6 @@ int main(int argc, char** argv) {
   kvserve::cli::RegisterPlanCommand(registry);
   kvserve::cli::RegisterKvSensitivityCommand(registry);
   kvserve::cli::RegisterHealthcheckCommand(registry);
+  kvserve::cli::RegisterMaskbenchCommand(registry);
   return registry.ParseAndRun(argc, argv);
 }
