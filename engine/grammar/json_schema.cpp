@@ -270,7 +270,7 @@ class SchemaCompiler {
           ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::NumberLexeme(rest, &check == &integer_check, ptr));
           check = std::move(spec.dfa);
         }
-        const std::string text = bit == json_schema::kInteger ? fmt::format("{}", v.get<double>()) : v.dump();
+        const std::string text = v.is_number_float() && bit == json_schema::kInteger ? fmt::format("{}", v.get<double>()) : v.dump();
         if (!check->Matches(text)) continue;
         texts.push_back(text);
         if (bit == json_schema::kInteger && number_check) texts.push_back(text + ".0");
@@ -360,8 +360,10 @@ StatusOr<int32_t> SchemaCompiler::Object(const Json& s, const std::string& ptr, 
   // Named properties: those of `properties` in order, then required ones only `required` names.
   std::vector<std::pair<std::string, Json>> named;
   for (const auto& [name, schema] : props.items()) named.push_back({name, schema});
-  for (const Json& r : s.value("required", Json::array())) {
-    if (!props.contains(r.get<std::string>())) named.push_back({r.get<std::string>(), Json()});
+  if (s.contains("required") && s["required"].is_array()) {
+    for (const Json& r : s["required"]) {
+      if (!props.contains(r.get<std::string>())) named.push_back({r.get<std::string>(), Json()});
+    }
   }
   struct Member {
     int32_t key, value;
@@ -537,8 +539,9 @@ int32_t SchemaCompiler::AnyValue() {
 
 }  // namespace
 
-StatusOr<CompiledSchema> CompileJsonSchema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+StatusOr<CompiledSchema> CompileJsonSchema(std::string_view text, const JsonSchemaOptions& options) {
   try {
+    const Json schema = Json::parse(text);
     return SchemaCompiler(schema, options).Run();
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgumentError(fmt::format("malformed JSON Schema: {}", e.what()));

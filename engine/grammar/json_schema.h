@@ -24,9 +24,8 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "engine/grammar/lex_grammar.h"
@@ -47,7 +46,8 @@ struct CompiledSchema {
   std::vector<std::string> ignored;  // lenient: "keyword at /pointer" of what was not enforced
 };
 
-[[nodiscard]] StatusOr<CompiledSchema> CompileJsonSchema(const nlohmann::ordered_json& schema,
-                                                         const JsonSchemaOptions& options = {});
+// `schema` is the schema's JSON text (a malformed one is INVALID_ARGUMENT). The engine takes
+// text, as it takes GBNF text: JSON values stay in the layers that speak JSON.
+[[nodiscard]] StatusOr<CompiledSchema> CompileJsonSchema(std::string_view schema, const JsonSchemaOptions& options = {});
 
 }  // namespace kvserve

@@ -138,7 +138,9 @@ LexEarley::LexEarley(const LexGrammar* grammar) : g_(grammar) {
 }
 
 void LexEarley::Add(const Item& item) {
-  const uint64_t key = (static_cast<uint64_t>(item.prod) << 40) ^ (static_cast<uint64_t>(item.dot) << 28) ^
+  // 24 bits of production, 20 of dot, 20 of origin (Scan stops at 2^20 lexemes;
+  // grammars stay far below 2^24 productions and 2^20 symbols in one: kMaxRules, GBNF's bound).
+  const uint64_t key = (static_cast<uint64_t>(item.prod) << 40) | (static_cast<uint64_t>(item.dot) << 20) |
                        static_cast<uint64_t>(item.origin);
   if (seen_.insert(key).second) sets_.back().items.push_back(item);
 }
@@ -187,7 +189,7 @@ bool LexEarley::Scan(std::span<const int32_t> lexemes) {
       advanced.push_back({item.prod, item.dot + 1, item.origin});
     }
   }
-  if (advanced.empty()) return false;
+  if (advanced.empty() || sets_.size() >= (size_t{1} << 20)) return false;
   sets_.emplace_back();
   for (const Item& item : advanced) Add(item);
   Close();

@@ -58,7 +58,7 @@ class LexEarley {
   explicit LexEarley(const LexGrammar* grammar);
 
   // Scans a lexeme that matched as any of `lexemes` (sorted ids): false, and nothing changes,
-  // when the parser expects none of them.
+  // when the parser expects none of them (or after 2^20 lexemes).
   bool Scan(std::span<const int32_t> lexemes);
   // Undoes the last Scan.
   void Pop();

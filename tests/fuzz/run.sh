@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -eq 0 ] && targets=(openai_request gguf tokenizer chat_template regex gbnf)
+[ ${#targets[@]} -eq 0 ] && targets=(openai_request gguf tokenizer chat_template regex gbnf json_schema)
 if [ $do_build -eq 1 ]; then
   start=$SECONDS
   CC=clang-14 CXX=clang++-14 cmake -S "$here/../.." -B "$build" -G Ninja -DKVSERVE_FUZZ=ON -DKVSERVE_CUDA=OFF \

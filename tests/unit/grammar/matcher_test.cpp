@@ -17,7 +17,6 @@
 namespace kvserve {
 namespace matcher_test {
 
-using Json = nlohmann::ordered_json;
 
 TokenMask Reference(GrammarMatcher* m, const TokenTrie& trie) {
   TokenMask mask(trie.vocab_size());
@@ -92,7 +91,7 @@ class MatcherTest : public ::testing::TestWithParam<const char*> {
     trie_ = std::make_unique<TokenTrie>(*tok_);
   }
   std::shared_ptr<CompiledGrammar> Schema(const char* schema) {
-    StatusOr<CompiledSchema> c = CompileJsonSchema(Json::parse(schema));
+    StatusOr<CompiledSchema> c = CompileJsonSchema(schema);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_.get()) : nullptr;
   }
