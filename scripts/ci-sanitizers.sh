@@ -41,8 +41,8 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan "${common[@]}" -DKVSERVE_FUZZ=ON >/dev/null
   build build-asan kvserve common_tests cache_tests model_tests tokenizer_tests grammar_tests backend_tests \
     engine_tests server_tests tools_tests cli_tests \
-    openai_request_replay gguf_replay tokenizer_replay chat_template_replay regex_replay gbnf_replay \
-    openai_request_fuzzer gguf_fuzzer tokenizer_fuzzer chat_template_fuzzer regex_fuzzer gbnf_fuzzer
+    openai_request_replay gguf_replay tokenizer_replay chat_template_replay regex_replay gbnf_replay json_schema_replay \
+    openai_request_fuzzer gguf_fuzzer tokenizer_fuzzer chat_template_fuzzer regex_fuzzer gbnf_fuzzer json_schema_fuzzer
   echo "ci-sanitizers: ASan+UBSan build $((SECONDS - t)) s"
   t=$SECONDS
   # detect_leaks: LeakSanitizer runs at every exit; the server must exit clean too.
