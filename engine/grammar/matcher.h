@@ -52,10 +52,10 @@ class CompiledGrammar {
   int32_t Intern(std::vector<std::pair<int32_t, int32_t>> pairs);
   int32_t StartState(const std::vector<int32_t>& expected);
   int32_t Step(int32_t state, uint8_t byte) {
-    int32_t& t = states_[static_cast<size_t>(state)].next[byte];
-    if (t == kUnknown) t = ComputeStep(state, byte);
-    return t;
+    const int32_t t = states_[static_cast<size_t>(state)].next[byte];
+    return t != kUnknown ? t : ComputeStep(state, byte);
   }
+  // Interns the next state (which may move states_) and records it.
   int32_t ComputeStep(int32_t state, uint8_t byte);
   const std::vector<int32_t>& Accepted(int32_t state) const { return states_[static_cast<size_t>(state)].accepted; }
   const MaskEntry& Entry(int32_t state);
