@@ -62,13 +62,19 @@ StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b, 
     const auto [sa, sb] = pairs[i];
     std::array<int32_t, 256> row;
     row.fill(ByteDfa::kDead);
+    std::pair<int32_t, int32_t> last = {ByteDfa::kDead, ByteDfa::kDead};
+    int32_t last_id = ByteDfa::kDead;
     for (int c = 0; c < 256; ++c) {
       const int32_t ta = a.next[static_cast<size_t>(sa)][static_cast<size_t>(c)];
       const int32_t tb = b.Step(sb, static_cast<uint8_t>(c));
       if (ta < 0 || (keep_b && tb < 0)) continue;
-      auto [it, added] = ids.try_emplace({ta, tb}, static_cast<int32_t>(pairs.size()));
-      if (added) pairs.push_back({ta, tb});
-      row[static_cast<size_t>(c)] = it->second;
+      if (std::pair{ta, tb} != last) {  // neighbouring bytes mostly go to the same pair
+        auto [it, added] = ids.try_emplace({ta, tb}, static_cast<int32_t>(pairs.size()));
+        if (added) pairs.push_back({ta, tb});
+        last = {ta, tb};
+        last_id = it->second;
+      }
+      row[static_cast<size_t>(c)] = last_id;
     }
     out.next.push_back(row);
     out.accepting.push_back(a.Accepts(sa) && b.Accepts(sb) == keep_b ? 1 : 0);

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -211,7 +212,14 @@ void Closure(const Nfa& nfa, std::vector<int>* set, std::vector<uint32_t>* mark,
 
 // Subset construction from `start` to `accept`, then dead ends pruned.
 StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_states) {
-  std::map<std::vector<int>, int32_t> ids;
+  struct SetHash {
+    size_t operator()(const std::vector<int>& v) const {
+      size_t h = v.size();
+      for (int x : v) h = h * 1000003u ^ static_cast<size_t>(x);
+      return h;
+    }
+  };
+  std::unordered_map<std::vector<int>, int32_t, SetHash> ids;
   std::vector<std::vector<int>> sets;
   ByteDfa dfa;
   std::vector<uint32_t> mark(nfa.eps.size(), 0);
@@ -234,15 +242,16 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_sta
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     std::array<int32_t, 256> row;
     row.fill(ByteDfa::kDead);
-    std::vector<int> t;
+    std::vector<std::vector<int>> targets(cuts.size() - 1);
+    for (int s : sets[d]) {
+      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
+        const size_t from = static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), int{e.lo}) - cuts.begin());
+        for (size_t c = from; cuts[c] <= e.hi; ++c) targets[c].push_back(e.to);
+      }
+    }
     for (size_t c = 0; c + 1 < cuts.size(); ++c) {
       const int lo = cuts[c];
-      t.clear();
-      for (int s : sets[d]) {
-        for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
-          if (e.lo <= lo && lo <= e.hi) t.push_back(e.to);
-        }
-      }
+      std::vector<int>& t = targets[c];
       if (t.empty()) continue;
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
