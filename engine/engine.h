@@ -87,6 +87,10 @@ struct EngineConfig {
   // --state-dir: idle sessions' caches are written here when they leave memory and at
   // shutdown, and read back by their next turn (null: kept in memory only).
   std::shared_ptr<StateDir> state;
+  // Structured outputs: compiled grammars kept by content, and how long one may take to
+  // compile (a longer one fails its request with DEADLINE_EXCEEDED).
+  int grammar_cache_size = 64;
+  double grammar_compile_timeout_seconds = 10;
   // Misc.
   uint64_t seed = 0;                  // default sampling seed base
   // Benchmarks only: forget every sequence's cache after each generated token, so each
@@ -158,7 +162,9 @@ class Engine {
 
   // Validates and enqueues. Errors: INVALID_ARGUMENT (bad parameters, token ids outside the
   // vocabulary, empty prompt, n outside [1, min(kMaxChoices, max_num_seqs)], a session id
-  // longer than kMaxSessionIdBytes, prompt logprobs with a session), OUT_OF_RANGE (prompt +
+  // longer than kMaxSessionIdBytes, prompt logprobs with a session, a structured output that
+  // does not compile: the message names the keyword and where), DEADLINE_EXCEEDED (its
+  // grammar took longer than grammar_compile_timeout_seconds), OUT_OF_RANGE (prompt +
   // max_tokens beyond the context, unless the request's chat session uses a sliding window),
   // RESOURCE_EXHAUSTED (queue full, too many sessions), UNAVAILABLE (draining, stopped or
   // cooling down after a fault). The priority counts clamped to [kMinPriority, kMaxPriority].

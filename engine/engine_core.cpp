@@ -128,6 +128,9 @@ Status EngineCore::Init() {
   parts.stats = &stats_;
   parts.on_request_end = [this](Request* r) { LeaveQueue(r); };
   output_ = std::make_unique<OutputProcessor>(oc, std::move(parts));
+  grammars_ = std::make_unique<GrammarCache>(
+      &model_->tokenizer(), static_cast<size_t>(std::max(1, config_.grammar_cache_size)),
+      std::chrono::milliseconds(static_cast<int64_t>(config_.grammar_compile_timeout_seconds * 1000)));
   logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
   last_progress_ns_ = NowNs();
   PublishStats(/*full=*/true);
@@ -180,6 +183,16 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
   }
   auto request = std::make_unique<Request>();
   request->submitted = Clock::now();
+  if (r.structured.active()) {
+    // On the caller's thread: a slow compile holds this request only.
+    StatusOr<GrammarCache::Compiled> compiled = grammars_->Get(r.structured);
+    if (!compiled.ok()) {
+      ++grammar_compile_errors_;
+      return compiled.status();
+    }
+    request->grammar = std::move(compiled->grammar);
+    request->grammar_compile_seconds = compiled->compile_seconds;
+  }
   request->params = std::move(r);
   if (config_.test_hooks.before_enqueue) config_.test_hooks.before_enqueue();
   std::shared_ptr<RequestStream> stream;
@@ -395,6 +408,14 @@ void EngineCore::Admit(std::unique_ptr<Request> request) {
   Request* r = request.get();
   r->arrival = next_arrival_++;
   r->usage.prompt_tokens = static_cast<int>(r->params.prompt_tokens.size());
+  if (r->grammar) {
+    if (r->grammar_compile_seconds > 0) {
+      ++stats_.grammar_compiles_total;
+      stats_.grammar_compile.Observe(r->grammar_compile_seconds);
+    } else {
+      ++stats_.grammar_cache_hits_total;
+    }
+  }
   for (int c = 0; c < r->params.n; ++c) r->seqs.push_back(output_->NewSequence(r, c, next_seq_id_++));
   requests_.emplace(r->id, std::move(request));
   Sequence* first = r->seqs[0].get();
@@ -442,7 +463,9 @@ void EngineCore::FailStep(const std::vector<Request*>& requests, const Status& w
 bool EngineCore::Step() {
   const Clock::time_point start = Clock::now();
   const SchedulerOutput out = Schedule();
+  output_->StartMasks(out);  // structured outputs' masks, while the forward pass runs
   Status st = runner_->ExecuteStep(out, logits_, &failed_);
+  output_->WaitMasks();
   if (!st.ok()) {
     FailStep(failed_, st);
     return true;
@@ -507,6 +530,7 @@ void EngineCore::PublishStats(bool full) {
   stats_.tokens_per_second =
       span > 0 ? static_cast<double>(stats_.generation_tokens_total - throughput_window_.front().second) / span : 0;
   stats_.running = scheduler_->num_running();
+  stats_.grammar_compile_errors_total = grammar_compile_errors_.load();
   stats_.waiting = scheduler_->num_waiting();
   stats_.swapped = scheduler_->num_swapped();
   stats_.chat_sessions = sessions_->size();

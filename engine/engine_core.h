@@ -29,6 +29,7 @@
 
 #include "engine/chat_session_store.h"
 #include "engine/engine.h"
+#include "engine/grammar/structured_output.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
 #include "engine/scheduler.h"
@@ -126,6 +127,8 @@ class EngineCore final : public Engine {
   std::atomic<int> num_in_flight_{0};
   std::atomic<int64_t> last_progress_ns_{0};
   std::atomic<int64_t> fault_until_ns_{0};  // unhealthy (refusing new requests) until then
+  std::unique_ptr<GrammarCache> grammars_;  // structured outputs, compiled by Submit
+  std::atomic<int64_t> grammar_compile_errors_{0};
 
   mutable std::mutex stats_mu_;
   EngineStats snapshot_;

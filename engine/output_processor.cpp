@@ -35,6 +35,7 @@ std::unique_ptr<Sequence> OutputProcessor::NewSequence(Request* r, int choice, S
   if (params.seed && choice > 0) params.seed = *params.seed + static_cast<uint64_t>(choice);
   out.sampler = std::make_unique<Sampler>(params, config_.vocab_size, seed, stop_ids_);
   out.sampler->AddPromptTokens(seq->tokens);
+  if (r->grammar) out.grammar = std::make_unique<GrammarMatcher>(r->grammar);
   if (r->params.detokenize) {
     out.detokenizer = std::make_unique<StreamingDetokenizer>(*parts_.tokenizer);
     out.stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
@@ -45,6 +46,36 @@ std::unique_ptr<Sequence> OutputProcessor::NewSequence(Request* r, int choice, S
     out.prompt_logprobs.push_back({seq->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
   return seq;
+}
+
+void OutputProcessor::StartMasks(const SchedulerOutput& out) {
+  mask_jobs_.clear();
+  for (const ScheduledWork& w : out.work) {
+    Sequence* s = w.seq;
+    if (s->finished() || !s->output || !s->output->grammar || s->output->mask_ready) continue;
+    const bool samples = s->num_computed + w.num_new_tokens == static_cast<int>(s->tokens.size()) &&
+                         s->request->params.sampling.max_tokens > 0;
+    if (samples) mask_jobs_.push_back(s->output.get());
+  }
+  if (mask_jobs_.empty()) return;
+  if (!mask_worker_) mask_worker_ = std::make_unique<MaskWorker>();
+  mask_seconds_.assign(mask_jobs_.size(), 0.0);
+  mask_worker_->Start([this] {
+    for (size_t i = 0; i < mask_jobs_.size(); ++i) {
+      const Clock::time_point start = Clock::now();
+      SequenceOutput& o = *mask_jobs_[i];
+      o.grammar->FillMask(&o.mask);
+      o.mask_ready = true;
+      mask_seconds_[i] = Seconds(Clock::now() - start);
+    }
+  });
+}
+
+void OutputProcessor::WaitMasks() {
+  if (mask_jobs_.empty()) return;
+  mask_worker_->Wait();
+  for (double seconds : mask_seconds_) parts_.stats->grammar_mask.Observe(seconds);
+  mask_jobs_.clear();
 }
 
 void OutputProcessor::Process(const SchedulerOutput& out, std::span<float> logits) {
@@ -118,7 +149,13 @@ void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   Request* r = seq->request;
   SequenceOutput& out = *seq->output;
   Profiler::Scope sample_scope(config_.profiler, ProfileOp::kSample);
-  const SampledToken sampled = out.sampler->Sample(logits, scratch_);
+  SampledToken sampled;
+  bool structure_ends = false;
+  if (!out.grammar) {
+    sampled = out.sampler->Sample(logits, scratch_);
+  } else if (!SampleStructured(seq, logits, &sampled, &structure_ends)) {
+    return;
+  }
   sample_scope.Stop();
   Profiler::Scope detok_scope(config_.profiler, ProfileOp::kDetokenize);
   const int32_t id = sampled.id;
@@ -146,7 +183,7 @@ void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
     delta.logprobs.push_back({id, sampled.logprob, sampled.top_logprobs});
   }
   std::optional<FinishReason> finish;
-  const bool stop_token = out.sampler->IsStopToken(id);
+  const bool stop_token = structure_ends || out.sampler->IsStopToken(id);
   if (stop_token) finish = FinishReason::kStop;
   if (out.detokenizer && !stop_token) {
     const std::string piece = out.detokenizer->Push(id);
@@ -185,6 +222,40 @@ void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   r->stream->Push(std::move(delta));
   publish_scope.Stop();
   if (finish) FinishSequence(seq, *finish);
+}
+
+bool OutputProcessor::SampleStructured(Sequence* seq, std::span<float> logits, SampledToken* sampled, bool* ends) {
+  SequenceOutput& out = *seq->output;
+  if (!out.mask_ready) {  // a choice forked this step, or a step that did not prepare it
+    const Clock::time_point start = Clock::now();
+    out.grammar->FillMask(&out.mask);
+    parts_.stats->grammar_mask.Observe(Seconds(Clock::now() - start));
+  }
+  out.mask_ready = false;
+  const TokenMask& mask = out.mask;
+  const int logprobs = seq->request->params.sampling.logprobs;
+  if (mask.Count() == 1) {  // forced: no draw
+    const int32_t id = mask.First();
+    if (logprobs >= 0) *sampled = ScoreToken(logits, id, logprobs);
+    sampled->id = id;
+    ++parts_.stats->grammar_forced_tokens_total;
+  } else {
+    *sampled = out.sampler->Sample(logits, scratch_, &mask);
+  }
+  if (!mask.Test(sampled->id)) {
+    // Every allowed token was masked by something else: end-of-text where the structure is
+    // complete but min_tokens or ignore_eos forbid it (the structure wins), or a model whose
+    // logits are all -inf there. Any allowed token is as good as another.
+    sampled->id = mask.First();
+    if (sampled->id < 0) {
+      LOG_WARN("request {}: the structured output allows no token of this vocabulary here", seq->request->id);
+      FinishSequence(seq, FinishReason::kError);
+      return false;
+    }
+  }
+  // Control tokens have no bytes: the only one allowed is end-of-text, where it may end.
+  *ends = !out.grammar->AcceptToken(sampled->id);
+  return true;
 }
 
 void OutputProcessor::MaybeCompact(Sequence* seq) {

@@ -22,6 +22,8 @@
 #include "common/profiler.h"
 #include "common/status.h"
 #include "engine/chat_session_store.h"
+#include "engine/grammar/matcher.h"
+#include "engine/mask_worker.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -40,6 +42,11 @@ struct SequenceOutput {
   std::unique_ptr<StopMatcher> stop;                  // with the detokenizer
   std::string matched_stop;
   Clock::time_point last_token_time{};
+  // Structured outputs: the sequence's position in its request's grammar and the tokens it
+  // allows next (`mask_ready`: computed for the current position, not yet used).
+  std::unique_ptr<GrammarMatcher> grammar;
+  TokenMask mask;
+  bool mask_ready = false;
   // Prompt logprobs: entry k is prompt token k's (entry 0 has none); its size is
   // Sequence::num_prompt_logprobs until the entries are sent (moved into one delta).
   std::vector<TokenLogprob> prompt_logprobs;
@@ -76,6 +83,11 @@ class OutputProcessor {
   // A new sequence for choice `choice` of `request`, with its sampler, detokenizer and stop
   // matcher, holding no cache.
   [[nodiscard]] std::unique_ptr<Sequence> NewSequence(Request* request, int choice, SeqId id) const;
+  // Structured outputs: starts computing, on the mask thread, the token masks of the
+  // sequences of `out` that sample after this step, so they overlap the forward pass.
+  // WaitMasks() before anything else touches the sequences (Process, or a failed step).
+  void StartMasks(const SchedulerOutput& out);
+  void WaitMasks();
   // The outputs of one successful step: `logits` holds out.num_logits rows in work order.
   // Modifies the rows (sampling scratch).
   void Process(const SchedulerOutput& out, std::span<float> logits);
@@ -96,6 +108,10 @@ class OutputProcessor {
   void ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits);
   // Samples the next token of `seq` from `logits` (scratch, modified) and emits it.
   void SampleAndEmit(Sequence* seq, std::span<float> logits);
+  // Structured outputs: the next token of `seq` among those its grammar allows (the only one
+  // without sampling when there is one); `*ends` when it ends the structure (end-of-text).
+  // False when there is none: the sequence ended with an error.
+  bool SampleStructured(Sequence* seq, std::span<float> logits, SampledToken* sampled, bool* ends);
   // n > 1: the other choices start from the parent's prompt cache and sample from the same
   // logits.
   void ForkChoices(Sequence* parent, std::span<const float> logits);
@@ -110,6 +126,9 @@ class OutputProcessor {
   std::vector<int32_t> stop_ids_;  // end-of-generation tokens, the tokenizer's EOS first
   std::vector<float> fork_logits_;  // [vocab]
   SamplerScratch scratch_;
+  std::unique_ptr<MaskWorker> mask_worker_;  // created with the first structured output
+  std::vector<SequenceOutput*> mask_jobs_;   // the running mask job's sequences
+  std::vector<double> mask_seconds_;         // and how long each mask took
   std::vector<uint64_t> finished_;
 };
 

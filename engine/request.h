@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/grammar/output_spec.h"
 #include "engine/sampling_params.h"
 
 namespace kvserve {
@@ -38,6 +39,10 @@ struct GenerationRequest {
   int priority = 0;            // lower runs first; FCFS within a priority; clamped to
                                // [kMinPriority, kMaxPriority]
   bool detokenize = true;      // produce text deltas (and honour stop strings)
+  // The output must match this (a JSON Schema, a regex, a grammar...): each sampled token is
+  // drawn from the tokens it allows, and end-of-text only where it may end. Compiled by
+  // Submit (cached by content); an unsupported or malformed one fails Submit.
+  StructuredOutputSpec structured;
 };
 
 struct TokenLogprob {

@@ -312,6 +312,20 @@ void Sampler::ProcessLogits(std::span<float> logits) const {
   }
 }
 
+void MaskDisallowed(std::span<float> logits, const TokenMask& allowed) {
+  const std::span<const uint64_t> words = allowed.words();
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < words.size() ? words[w] : 0;  // ids past the mask: not allowed
+    if (bits == ~uint64_t{0}) continue;
+    const size_t begin = w * 64;
+    const size_t end = std::min(n, begin + 64);
+    for (size_t i = begin; i < end; ++i) {
+      if (((bits >> (i - begin)) & 1) == 0) logits[i] = kNegInf;
+    }
+  }
+}
+
 double Sampler::NextUniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
@@ -321,7 +335,7 @@ SampledToken Sampler::Sample(std::span<float> logits) {
   return Sample(logits, *own_scratch_);
 }
 
-SampledToken Sampler::Sample(std::span<float> logits, SamplerScratch& scratch) {
+SampledToken Sampler::Sample(std::span<float> logits, SamplerScratch& scratch, const TokenMask* allowed) {
   CHECK_EQ(logits.size(), static_cast<size_t>(vocab_size_));
   SampledToken out;
   const bool want_logprobs = params_.logprobs >= 0;
@@ -332,6 +346,7 @@ SampledToken Sampler::Sample(std::span<float> logits, SamplerScratch& scratch) {
     out.top_logprobs = TopLogprobsWithNormaliser(logits, params_.logprobs, raw_log_z);
   }
   ProcessLogits(logits);
+  if (allowed != nullptr) MaskDisallowed(logits, *allowed);
   out.id = params_.IsGreedy() || params_.top_k == 1 ? Argmax(logits) : Draw(logits, scratch);
   if (want_logprobs) out.logprob = LogprobOf(scratch.raw_logits[out.id], raw_log_z);
   return out;

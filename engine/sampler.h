@@ -8,7 +8,8 @@
 //
 // Sample() pipeline, in this order:
 //   logit_bias → repetition penalty (prompt + generated) → frequency/presence penalties
-//   (generated) → EOS/stop-id masking (ignore_eos, min_tokens) → greedy argmax (temperature 0
+//   (generated) → EOS/stop-id masking (ignore_eos, min_tokens) → the structured output's
+//   mask (tokens its grammar does not allow) → greedy argmax (temperature 0
 //   or top_k == 1; lowest id on ties) | temperature → top_k → top_p → min_p → one draw.
 // top_k/top_p/min_p keep a prefix of the canonical order "logit descending, id ascending";
 // top_p's mass is measured over the top_k survivors (as vLLM/HF do).
@@ -43,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/grammar/token_mask.h"
 #include "engine/sampling_params.h"
 
 namespace kvserve {
@@ -66,6 +68,9 @@ struct SampledToken {
 // How likely token `id` is under log_softmax(raw_logits), with the top_n most likely tokens as
 // TopLogprobs gives them (none when top_n <= 0): prompt logprobs. REQUIRES: id in range.
 [[nodiscard]] SampledToken ScoreToken(std::span<const float> raw_logits, int32_t id, int top_n);
+
+// Sets every logit whose token `allowed` lacks (ids past its size included) to -inf.
+void MaskDisallowed(std::span<float> logits, const TokenMask& allowed);
 
 // Reusable vocab-sized buffers for Sampler::Sample. Sample is synchronous, so one scratch per
 // engine thread serves every sequence; it grows on first use and is never shrunk.
@@ -111,9 +116,13 @@ class Sampler {
   // The first form uses buffers owned by this Sampler (allocated on first use); the second
   // uses the caller's, so that many live sequences share one set of vocab-sized buffers.
   // REQUIRES: logits.size() == vocab_size.
-  // If every token is masked (-inf) or NaN — a broken model — returns id 0.
+  // `allowed` (structured outputs), when given, masks every other token after the penalties
+  // (logprobs stay those of the raw logits, as vLLM reports them).
+  // If every token is masked (-inf) or NaN — a broken model — returns id 0 (the caller checks
+  // a result against `allowed`).
   [[nodiscard]] SampledToken Sample(std::span<float> logits);
-  [[nodiscard]] SampledToken Sample(std::span<float> logits, SamplerScratch& scratch);
+  [[nodiscard]] SampledToken Sample(std::span<float> logits, SamplerScratch& scratch,
+                                    const TokenMask* allowed = nullptr);
 
   // The first half of Sample, in place: logit_bias, penalties, EOS/stop-id masking. Exposed
   // for tests and for callers that want processed logits. REQUIRES: as for Sample.

@@ -36,7 +36,8 @@ using Clock = std::chrono::steady_clock;
 inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct Request;
-struct SequenceOutput;  // output_processor.h
+struct SequenceOutput;
+class CompiledGrammar;  // output_processor.h
 
 enum class SeqState { kWaiting, kRunning, kSwapped, kFinished };
 
@@ -94,6 +95,9 @@ struct Request {
   // Counted in EngineCore's queue depth: from Submit until first scheduled or finished.
   bool queued = false;
   Status error;       // non-OK: the request failed
+  // params.structured compiled (null without one); each choice runs its own matcher over it.
+  std::shared_ptr<CompiledGrammar> grammar;
+  double grammar_compile_seconds = 0;  // 0 when the grammar came from the cache
 
   // The scheduling priority: params.priority clamped to [kMinPriority, kMaxPriority].
   int priority() const { return std::clamp(params.priority, kMinPriority, kMaxPriority); }

@@ -12,6 +12,13 @@ Histogram Histogram::Latency() {
   return h;
 }
 
+Histogram Histogram::Short() {
+  Histogram h;
+  h.bounds = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
 void Histogram::Observe(double value) {
   const size_t i = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
   ++counts[i];

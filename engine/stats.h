@@ -19,6 +19,7 @@ struct Histogram {
   int64_t count = 0;
 
   static Histogram Latency();   // 1 ms .. 60 s, roughly logarithmic
+  static Histogram Short();     // 10 us .. 1 s, roughly logarithmic
   void Observe(double value);
 };
 
@@ -53,11 +54,20 @@ struct EngineStats {
   int64_t preemptions_total = 0;
   int64_t forward_errors_total = 0;
   std::array<int64_t, kNumRequestOutcomes> requests_total{};
+  // Structured outputs: grammars compiled (cache misses) and found in the cache, requests
+  // refused because their grammar did not compile, tokens emitted without sampling because
+  // the grammar allowed only one.
+  int64_t grammar_compiles_total = 0;
+  int64_t grammar_cache_hits_total = 0;
+  int64_t grammar_compile_errors_total = 0;
+  int64_t grammar_forced_tokens_total = 0;
   // Histograms (seconds).
   Histogram time_to_first_token = Histogram::Latency();
   Histogram inter_token_latency = Histogram::Latency();
   Histogram request_duration = Histogram::Latency();
   Histogram step_duration = Histogram::Latency();
+  Histogram grammar_compile = Histogram::Latency();  // per cache miss
+  Histogram grammar_mask = Histogram::Short();       // per token mask of a structured sequence
 };
 
 }  // namespace kvserve

@@ -7,12 +7,6 @@
 
 namespace kvserve {
 
-int TokenMask::Count() const {
-  int n = 0;
-  for (uint64_t w : words_) n += std::popcount(w);
-  return n;
-}
-
 TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_size()) {
   bytes_.resize(static_cast<size_t>(vocab_size_));
   std::vector<int32_t> ids;

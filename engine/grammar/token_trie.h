@@ -20,22 +20,10 @@
 
 #include "engine/grammar/earley.h"
 #include "engine/grammar/regex.h"
+#include "engine/grammar/token_mask.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
-
-// A set of token ids, one bit each.
-class TokenMask {
- public:
-  explicit TokenMask(int32_t vocab_size = 0) : words_((static_cast<size_t>(vocab_size) + 63) / 64, 0) {}
-  void Set(int32_t id) { words_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
-  bool Test(int32_t id) const { return (words_[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
-  int Count() const;
-  bool operator==(const TokenMask& other) const = default;
-
- private:
-  std::vector<uint64_t> words_;
-};
 
 class TokenTrie {
  public:

@@ -11,9 +11,11 @@
 //              prefix_cache_queries_total, prefix_cache_hits_total,
 //              prefix_cache_query_tokens_total, prefix_cache_hit_tokens_total,
 //              kv_swapped_blocks_total{direction=out|in}, engine_steps_total,
-//              forward_errors_total, requests_total{status=ok|aborted|error|rejected}
+//              forward_errors_total, requests_total{status=ok|aborted|error|rejected},
+//              grammar_compiles_total{result=compiled|cached|error}, grammar_forced_tokens_total
 //   histograms time_to_first_token_seconds, inter_token_latency_seconds,
-//              request_duration_seconds, step_duration_seconds
+//              request_duration_seconds, step_duration_seconds,
+//              grammar_compile_seconds, grammar_mask_seconds
 #include "server/api/metrics.h"
 
 #include <prometheus/text_serializer.h>
@@ -170,6 +172,20 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
                 s.inter_token_latency);
   out.Histogram("request_duration_seconds", "Time from submission to the end of a request.", s.request_duration);
   out.Histogram("step_duration_seconds", "Duration of one engine step.", s.step_duration);
+
+  // Structured outputs.
+  MetricFamily& grammars = out.Add("grammar_compiles_total",
+                                   "Structured outputs by how their grammar was found: compiled, from the cache, "
+                                   "or refused (malformed, unsupported, too slow).",
+                                   MetricType::Counter);
+  Families::AddSample(grammars, {{"result", "compiled"}}, static_cast<double>(s.grammar_compiles_total));
+  Families::AddSample(grammars, {{"result", "cached"}}, static_cast<double>(s.grammar_cache_hits_total));
+  Families::AddSample(grammars, {{"result", "error"}}, static_cast<double>(s.grammar_compile_errors_total));
+  out.Counter("grammar_forced_tokens_total", "Tokens emitted without sampling: the grammar allowed only one.",
+              static_cast<double>(s.grammar_forced_tokens_total));
+  out.Histogram("grammar_compile_seconds", "Time to compile a structured output's grammar (cache misses).",
+                s.grammar_compile);
+  out.Histogram("grammar_mask_seconds", "Time to compute one token mask of a structured output.", s.grammar_mask);
 
   MetricFamily& info = out.Add("info", "The served model and KV cache configuration (value 1).", MetricType::Gauge);
   Families::AddSample(info,

@@ -113,6 +113,10 @@ TEST_F(MetricsTest, EveryMetricIsExposedWithItsType) {
       {"kvserve_kv_swapped_blocks_total", "counter"},
       {"kvserve_kv_host_blocks", "gauge"},
       {"kvserve_kv_cache_capacity_blocks", "gauge"},
+      {"kvserve_grammar_compiles_total", "counter"},
+      {"kvserve_grammar_forced_tokens_total", "counter"},
+      {"kvserve_grammar_compile_seconds", "histogram"},
+      {"kvserve_grammar_mask_seconds", "histogram"},
   };
   for (const auto& [name, type] : expected) {
     EXPECT_NE(text.find("# TYPE " + name + " " + type + "\n"), std::string::npos) << name << " " << type;

@@ -1,0 +1,65 @@
+// GrammarCache: the compiled grammars the engine keeps for structured outputs.
+//
+// GrammarCache compiles a spec for a vocabulary and keeps the result by content (kind,
+// options and text; least recently used out first), so the requests of an agent that sends one
+// schema again and again compile it once. Compiling also computes the first mask (the start
+// state's cached part), so a request's first sampled token does not wait for it. Thread-safe:
+// front-end threads compile (a slow compile holds its own request only); the token trie over
+// the vocabulary is built by the first compile.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/grammar/matcher.h"
+#include "engine/grammar/output_spec.h"
+#include "engine/grammar/token_trie.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+class GrammarCache {
+ public:
+  // `tokenizer` must outlive the cache. capacity: grammars kept (>= 1).
+  GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit);
+
+  struct Compiled {
+    std::shared_ptr<CompiledGrammar> grammar;
+    std::vector<std::string> ignored;  // lenient schemas: what was not enforced
+    bool cache_hit = false;
+    double compile_seconds = 0;        // 0 on a hit
+  };
+  // INVALID_ARGUMENT for a malformed or unsupported spec (the message says what and where),
+  // DEADLINE_EXCEEDED when compiling takes longer than the time limit.
+  // REQUIRES: spec.active().
+  [[nodiscard]] StatusOr<Compiled> Get(const StructuredOutputSpec& spec);
+
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<CompiledGrammar> grammar;
+    std::vector<std::string> ignored;
+  };
+  const TokenTrie* Trie();
+  StatusOr<Compiled> Compile(const StructuredOutputSpec& spec);
+
+  const Tokenizer* tokenizer_;
+  const size_t capacity_;
+  const std::chrono::milliseconds time_limit_;
+  std::once_flag trie_once_;
+  std::unique_ptr<TokenTrie> trie_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+};
+
+}  // namespace kvserve
