@@ -48,6 +48,39 @@ ByteDfa PruneDfa(ByteDfa dfa) {
   return out;
 }
 
+ByteDfa MinimizeDfa(const ByteDfa& dfa) {
+  // Moore's refinement: states are equal until a byte leads them to different classes.
+  const size_t n = dfa.next.size();
+  std::vector<int32_t> cls(n);
+  for (size_t s = 0; s < n; ++s) cls[s] = dfa.accepting[s] ? 1 : 0;
+  for (size_t classes = 0;;) {
+    std::map<std::vector<int32_t>, int32_t> ids;
+    std::vector<int32_t> next_cls(n);
+    for (size_t s = 0; s < n; ++s) {
+      std::vector<int32_t> signature = {cls[s]};
+      for (int32_t t : dfa.next[s]) signature.push_back(t < 0 ? -1 : cls[static_cast<size_t>(t)]);
+      next_cls[s] = ids.try_emplace(std::move(signature), static_cast<int32_t>(ids.size())).first->second;
+    }
+    cls.swap(next_cls);
+    if (ids.size() == classes) break;
+    classes = ids.size();
+  }
+  ByteDfa out;
+  const int32_t count = n == 0 ? 0 : *std::max_element(cls.begin(), cls.end()) + 1;
+  out.next.resize(static_cast<size_t>(count));
+  out.accepting.assign(static_cast<size_t>(count), 0);
+  for (size_t s = 0; s < n; ++s) {
+    const size_t c = static_cast<size_t>(cls[s]);
+    out.accepting[c] = dfa.accepting[s];
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = dfa.next[s][static_cast<size_t>(b)];
+      out.next[c][static_cast<size_t>(b)] = t < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(t)];
+    }
+  }
+  out.start = dfa.start < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(dfa.start)];
+  return out;
+}
+
 StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b, int max_states) {
   ByteDfa out;
   if (a.start < 0 || (keep_b && b.start < 0)) return out;

@@ -54,10 +54,11 @@ class SchemaCompiler {
 
  private:
   // ---- lexemes ----
-  int32_t Lexeme(const std::string& key, const ByteDfa& dfa) {
+  int32_t Lexeme(const std::string& key, const ByteDfa& dfa, int64_t min_code_points = 0, int64_t max_code_points = -1) {
     const int32_t found = g_.FindLexeme(key);
     if (found >= 0) return LexGrammar::Lexeme(found);
-    return LexGrammar::Lexeme(g_.AddLexeme(key, WithLeadingWhitespace(dfa, options_.max_whitespace)));
+    return LexGrammar::Lexeme(
+        g_.AddLexeme(key, WithLeadingWhitespace(dfa, options_.max_whitespace), min_code_points, max_code_points));
   }
   int32_t Literals(std::vector<std::string> texts) {
     std::sort(texts.begin(), texts.end());
@@ -71,7 +72,7 @@ class SchemaCompiler {
   int32_t Punct(char c) { return Literals({std::string(1, c)}); }
   StatusOr<int32_t> StringValue(const Json& s, const std::string& ptr) {
     ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(s, ptr, options_.lenient, &ignored_, &g_));
-    return Lexeme(spec.key, spec.dfa);
+    return Lexeme(spec.key, spec.dfa, spec.min_code_points, spec.max_code_points);
   }
 
   // ---- rules ----
@@ -252,7 +253,8 @@ class SchemaCompiler {
     const unsigned types = json_schema::TypesOf(rest);
     std::vector<std::string> texts;
     std::vector<std::vector<int32_t>> alts;
-    std::optional<ByteDfa> string_check, integer_check, number_check;
+    std::optional<json_schema::LexemeSpec> string_check;
+    std::optional<ByteDfa> integer_check, number_check;
     for (size_t i = 0; i < values.size(); ++i) {
       const Json& v = values[i];
       const unsigned bit = json_schema::TypeBitOf(v);
@@ -260,7 +262,7 @@ class SchemaCompiler {
       if (v.is_string()) {
         if (!string_check) {
           ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(rest, ptr, options_.lenient, &ignored_));
-          string_check = std::move(spec.dfa);
+          string_check = std::move(spec);
         }
         const std::string text = JsonStringLiteral(v.get<std::string>());
         if (string_check->Matches(text)) texts.push_back(text);

@@ -14,7 +14,8 @@
 // instance accepted). Where a grammar cannot say exactly what a keyword means, it allows a
 // subset of the valid texts: properties in the order of `properties` (extra ones after them),
 // numbers with bounds in plain decimal notation, fractional bounds rounded inwards, integers
-// without a fraction, strings up to 1,000 code points, arrays up to 2,000 items, non-ASCII
+// without a fraction, strings with a pattern or format up to 1,000 code points (a length
+// alone is counted by the lexer, exactly: lex_grammar.h's CodePointBound), arrays up to 2,000 items, non-ASCII
 // characters raw. A keyword it cannot enforce at all (not, if/then/else, uniqueItems,
 // contains, dependencies, propertyNames, unevaluated*, oneOf whose alternatives may overlap,
 // a format of the specification that formats.h lacks, a remote $ref; a format name the

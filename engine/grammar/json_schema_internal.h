@@ -34,6 +34,13 @@ ByteDfa DivisibleDfa(int64_t k);
 struct LexemeSpec {
   std::string key;
   ByteDfa dfa;
+  // Strings whose length the lexer counts (CodePointBound): the automaton has no bound then.
+  int64_t min_code_points = 0;
+  int64_t max_code_points = -1;
+
+  bool Matches(std::string_view text) const {
+    return CodePointBound::For(dfa, min_code_points, max_code_points).Matches(dfa, text);
+  }
 };
 [[nodiscard]] StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer);
 // A string value's lexeme (its JSON literal, quotes included): minLength, maxLength,

@@ -220,13 +220,9 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   int64_t min_len = 0, max_len = -1;
   if (const auto it = schema.find("minLength"); it != schema.end() && it->is_number()) min_len = it->get<int64_t>();
   if (const auto it = schema.find("maxLength"); it != schema.end() && it->is_number()) max_len = it->get<int64_t>();
-  if (min_len > kMaxRepeat) {
-    return InvalidArgumentError(fmt::format("minLength {} at {} is over {}", min_len, pointer, kMaxRepeat));
-  }
-  if (max_len > kMaxRepeat) max_len = kMaxRepeat;  // longer strings refused: a subset
   if (max_len >= 0 && max_len < min_len) return LexemeSpec{"str:empty", ByteDfa{}};
-  const std::string length = max_len < 0 ? fmt::format("[\\s\\S]{{{},}}", min_len)
-                                          : fmt::format("[\\s\\S]{{{},{}}}", min_len, max_len);
+  std::string length = max_len < 0 ? fmt::format("[\\s\\S]{{{},}}", min_len)
+                                    : fmt::format("[\\s\\S]{{{},{}}}", min_len, max_len);
   std::vector<std::string> patterns;
   if (const auto it = schema.find("pattern"); it != schema.end() && it->is_string()) patterns.push_back(it->get<std::string>());
   if (const auto it = schema.find("$kvserve_patterns"); it != schema.end()) {
@@ -248,6 +244,19 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   for (const std::string& p : patterns) key += "&p:" + p;
   if (format_regex) key += "&f:" + format_name;
   if (known && known->FindLexeme(key) >= 0) return LexemeSpec{std::move(key), ByteDfa{}};
+  if (patterns.empty() && !format_regex) {
+    // Only a length: any string, counted by the lexer.
+    ASSIGN_OR_RETURN(ByteDfa any, CompileRegex("[\\s\\S]*", {.anchored = true, .json_string = true}));
+    // Minimal, so that every character ends in one state (CodePointBound::open).
+    return LexemeSpec{std::move(key), MinimizeDfa(any), min_len, max_len};
+  }
+  // With a pattern or a format the count is part of the automaton (the intersection's states
+  // do not say where a character starts): bounded by kMaxRepeat, longer strings refused.
+  if (min_len > kMaxRepeat) {
+    return InvalidArgumentError(fmt::format("minLength {} at {} is over {} (with a pattern or format)", min_len,
+                                            pointer, kMaxRepeat));
+  }
+  if (max_len > kMaxRepeat) length = fmt::format("[\\s\\S]{{{},{}}}", min_len, kMaxRepeat);  // a subset
   ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(length, {.anchored = true, .json_string = true}));
   for (const std::string& p : patterns) {
     auto pdfa = CompileRegex(p, {.json_string = true});

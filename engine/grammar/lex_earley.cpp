@@ -1,5 +1,6 @@
 // LexGrammar and LexEarley (see lex_grammar.h).
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -8,9 +9,40 @@
 
 namespace kvserve {
 
-int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa) {
+CodePointBound CodePointBound::For(const ByteDfa& dfa, int64_t min, int64_t max) {
+  CodePointBound b;
+  if (max < 0 && min == 0) return b;
+  const int64_t limit = std::numeric_limits<int32_t>::max() / std::max(1, dfa.num_states()) - 1;
+  b.min = static_cast<int32_t>(std::min(min, limit));
+  b.max = static_cast<int32_t>(max < 0 ? limit : std::min(max, limit));  // longer: a subset
+  // The opening quote, after any leading whitespace, leads to the same state.
+  b.open = dfa.Step(dfa.start, '"');
+  return b;
+}
+
+int32_t CodePointBound::Step(const ByteDfa& dfa, int32_t state, uint8_t byte) const {
+  if (state < 0) return ByteDfa::kDead;
+  const int32_t n = dfa.num_states();
+  const int32_t count = state / n;
+  const int32_t q = state % n;
+  const int32_t t = dfa.Step(q, byte);
+  if (t < 0) return ByteDfa::kDead;
+  if (q != open) return count * n + t;
+  if (dfa.Accepts(t)) return count >= min ? count * n + t : ByteDfa::kDead;  // the closing quote
+  return count < max ? (count + 1) * n + t : ByteDfa::kDead;                  // a character starts
+}
+
+bool CodePointBound::Matches(const ByteDfa& dfa, std::string_view text) const {
+  if (!active()) return dfa.Matches(text);
+  int32_t s = dfa.start;
+  for (char c : text) s = Step(dfa, s, static_cast<uint8_t>(c));
+  return s >= 0 && dfa.Accepts(s % dfa.num_states());
+}
+
+int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points, int64_t max_code_points) {
   auto [it, added] = lexeme_ids_.try_emplace(key, static_cast<int32_t>(lexemes.size()));
   if (added) {
+    bounds.push_back(CodePointBound::For(dfa, min_code_points, max_code_points));
     lexemes.push_back(std::move(dfa));
     lexeme_keys.push_back(key);
   }

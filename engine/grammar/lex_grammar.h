@@ -21,19 +21,50 @@
 
 namespace kvserve {
 
+// A JSON string lexeme's length in code points, counted by the lexer: an automaton that counts
+// needs a copy of the character automaton (about 33 states) per count, 33,000 states for a
+// maxLength of 1,000. The lexeme's automaton matches a string of any length; its state
+// `open` is where a character starts (after the opening quote and after each character).
+// A lexer state of such a lexeme is count * num_states + automaton state.
+struct CodePointBound {
+  int32_t min = 0;
+  int32_t max = -1;   // -1: none (and then no counting at all)
+  int32_t open = -1;
+
+  bool active() const { return max >= 0; }
+  // The bound for `dfa` (a JSON string literal's automaton, with any leading whitespace);
+  // max is lowered to what a lexer state can count.
+  static CodePointBound For(const ByteDfa& dfa, int64_t min, int64_t max);
+  // `dfa`'s step with the count; kDead past the bound.
+  int32_t Step(const ByteDfa& dfa, int32_t state, uint8_t byte) const;
+  bool Matches(const ByteDfa& dfa, std::string_view text) const;
+};
+
 struct LexGrammar {
   // A symbol: a rule id (>= 0) or a lexeme (Lexeme(id) < 0).
   static constexpr int32_t Lexeme(int32_t id) { return -1 - id; }
   static constexpr int32_t LexemeId(int32_t symbol) { return -1 - symbol; }
 
   std::vector<ByteDfa> lexemes;
+  std::vector<CodePointBound> bounds;    // [lexeme]
   std::vector<std::string> lexeme_keys;  // [lexeme] what built it (equal keys, equal automata)
   std::vector<std::vector<std::vector<int32_t>>> rules;  // [rule] -> alternatives
   std::vector<std::string> rule_names;                   // [rule] for errors and dumps
   int32_t root = -1;
 
-  // The lexeme built by `key`, added with `dfa` when new.
-  int32_t AddLexeme(const std::string& key, ByteDfa dfa);
+  // The lexeme built by `key`, added with `dfa` (and a length bound, see CodePointBound::For)
+  // when new.
+  int32_t AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points = 0, int64_t max_code_points = -1);
+  // Lexer steps through lexeme `l`'s automaton (and its count).
+  int32_t LexemeStart(int32_t l) const { return lexemes[static_cast<size_t>(l)].start; }
+  int32_t LexemeStep(int32_t l, int32_t state, uint8_t byte) const {
+    const CodePointBound& b = bounds[static_cast<size_t>(l)];
+    return b.active() ? b.Step(lexemes[static_cast<size_t>(l)], state, byte) : lexemes[static_cast<size_t>(l)].Step(state, byte);
+  }
+  bool LexemeAccepts(int32_t l, int32_t state) const {
+    const ByteDfa& d = lexemes[static_cast<size_t>(l)];
+    return bounds[static_cast<size_t>(l)].active() ? d.Accepts(state % d.num_states()) : d.Accepts(state);
+  }
   int32_t FindLexeme(const std::string& key) const;
   int32_t AddRule(std::string name);
   void AddAlternative(int32_t rule, std::vector<int32_t> symbols);

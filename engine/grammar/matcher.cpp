@@ -18,7 +18,7 @@ int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> pairs) 
   if (!added) return it->second;
   LexState s;
   for (auto [lexeme, st] : pairs) {
-    if (grammar_.lexemes[static_cast<size_t>(lexeme)].Accepts(st)) s.accepted.push_back(lexeme);
+    if (grammar_.LexemeAccepts(lexeme, st)) s.accepted.push_back(lexeme);
   }
   s.accepted.erase(std::unique(s.accepted.begin(), s.accepted.end()), s.accepted.end());
   s.pairs = std::move(pairs);
@@ -32,7 +32,7 @@ int32_t CompiledGrammar::StartState(const std::vector<int32_t>& expected) {
   if (it != start_states_.end()) return it->second;
   std::vector<std::pair<int32_t, int32_t>> pairs;
   for (int32_t lexeme : expected) {
-    const int32_t start = grammar_.lexemes[static_cast<size_t>(lexeme)].start;
+    const int32_t start = grammar_.LexemeStart(lexeme);
     if (start >= 0) pairs.push_back({lexeme, start});
   }
   const int32_t id = Intern(std::move(pairs));
@@ -43,7 +43,7 @@ int32_t CompiledGrammar::StartState(const std::vector<int32_t>& expected) {
 int32_t CompiledGrammar::ComputeStep(int32_t state, uint8_t byte) {
   std::vector<std::pair<int32_t, int32_t>> pairs;
   for (auto [lexeme, st] : states_[static_cast<size_t>(state)].pairs) {
-    const int32_t t = grammar_.lexemes[static_cast<size_t>(lexeme)].Step(st, byte);
+    const int32_t t = grammar_.LexemeStep(lexeme, st, byte);
     if (t >= 0) pairs.push_back({lexeme, t});
   }
   const int32_t next = Intern(std::move(pairs));  // may move states_

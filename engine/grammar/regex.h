@@ -63,6 +63,9 @@ ByteDfa ChoiceDfa(std::span<const std::string> choices);
 // pruned; RESOURCE_EXHAUSTED past `max_states`.
 [[nodiscard]] StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b = true,
                                              int max_states = 20000);
+// `dfa` with its equivalent states merged (Moore's refinement): the smallest automaton of its
+// language when `dfa` is pruned (PruneDfa; states that cannot accept stay as one class).
+ByteDfa MinimizeDfa(const ByteDfa& dfa);
 // `dfa` after up to `max_ws` (-1: any number of) JSON whitespace bytes (space, \t, \n, \r).
 // REQUIRES: no string of `dfa` starts with whitespace.
 ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws);

@@ -68,6 +68,23 @@ TEST_F(JsonSchemaTest, Strings) {
   Check(R"({"type": "string", "format": "date"})", {R"("2024-02-29")"}, {R"("2024-2-29")", R"("24-02-29")"});
   Check(R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"});
   Check(R"({"type": "string", "format": "email", "maxLength": 8})", {R"("a@b.com")"}, {R"("ab@cd.com")", R"("a.b")"});
+  // Long bounds are counted by the lexer, exactly: code points, whatever their bytes or escapes.
+  const auto g = Compile(R"({"type": "string", "minLength": 3000, "maxLength": 5000})");
+  ASSERT_NE(g, nullptr);
+  auto text = [](const std::string& unit, int n) {
+    std::string s = "\"";
+    for (int i = 0; i < n; ++i) s += unit;
+    return s + "\"";
+  };
+  // (Non-ASCII code points are matched raw, not as \\u escapes: the header's subset.)
+  for (const std::string unit : {"a", "\xc3\xa9", "\xf0\x9f\x98\x80", "\\n", "\\u001f", "\\\""}) {
+    EXPECT_TRUE(Accepts(g, text(unit, 5000))) << unit;
+    EXPECT_TRUE(Accepts(g, text(unit, 3000))) << unit;
+    EXPECT_FALSE(Accepts(g, text(unit, 5001))) << unit;
+    EXPECT_FALSE(Accepts(g, text(unit, 2999))) << unit;
+  }
+  EXPECT_TRUE(Accepts(g, "  " + text("a", 4000)));  // leading whitespace is no character
+  Check(R"({"type": "string", "minLength": 1})", {R"("a")", R"(" ")"}, {R"("")"});
 }
 
 TEST_F(JsonSchemaTest, Numbers) {
