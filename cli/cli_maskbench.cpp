@@ -28,6 +28,7 @@ struct Options {
   std::string model = "synthetic:tiny";
   int threads = 1;
   double time_limit_s = 60;
+  bool cold = false;
   std::vector<std::string> paths;
 };
 
@@ -72,6 +73,7 @@ int Run(const Options& o) {
   const TokenTrie trie(*tokenizer);
   MaskBenchOptions options;
   options.time_limit_s = o.time_limit_s;
+  if (!o.cold) options.shared_masks = std::make_shared<SharedMaskCache>();
   std::vector<MaskBenchResult> results(files.size());
   std::atomic<size_t> next{0};
   std::mutex out_mu;
@@ -125,6 +127,8 @@ void RegisterMaskbenchCommand(CommandRegistry& registry) {
   sub->add_option("--model", o->model, "without --vocab: the model whose tokenizer to use")->capture_default_str();
   sub->add_option("--threads", o->threads, "files checked side by side (each on one thread)")->capture_default_str();
   sub->add_option("--time-limit-s", o->time_limit_s, "per file; past it the file is a timeout")->capture_default_str();
+  sub->add_flag("--cold", o->cold,
+                "no trie walks shared between files (the engine shares them between requests): each schema pays its own");
 }
 
 }  // namespace kvserve::cli

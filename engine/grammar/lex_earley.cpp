@@ -14,7 +14,7 @@ CodePointBound CodePointBound::For(const ByteDfa& dfa, int64_t min, int64_t max)
   if (max < 0 && min == 0) return b;
   const int64_t limit = std::numeric_limits<int32_t>::max() / std::max(1, dfa.num_states()) - 1;
   b.min = static_cast<int32_t>(std::min(min, limit));
-  b.max = static_cast<int32_t>(max < 0 ? limit : std::min(max, limit));  // longer: a subset
+  b.max = max < 0 ? -1 : static_cast<int32_t>(std::min(max, limit));  // longer: a subset
   // The opening quote, after any leading whitespace, leads to the same state.
   b.open = dfa.Step(dfa.start, '"');
   return b;
@@ -29,7 +29,8 @@ int32_t CodePointBound::Step(const ByteDfa& dfa, int32_t state, uint8_t byte) co
   if (t < 0) return ByteDfa::kDead;
   if (q != open) return count * n + t;
   if (dfa.Accepts(t)) return count >= min ? count * n + t : ByteDfa::kDead;  // the closing quote
-  return count < max ? (count + 1) * n + t : ByteDfa::kDead;                  // a character starts
+  if (max < 0) return std::min(count + 1, min) * n + t;  // a character starts; only min matters
+  return count < max ? (count + 1) * n + t : ByteDfa::kDead;
 }
 
 bool CodePointBound::Matches(const ByteDfa& dfa, std::string_view text) const {

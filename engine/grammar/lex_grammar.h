@@ -28,12 +28,12 @@ namespace kvserve {
 // A lexer state of such a lexeme is count * num_states + automaton state.
 struct CodePointBound {
   int32_t min = 0;
-  int32_t max = -1;   // -1: none (and then no counting at all)
+  int32_t max = -1;   // -1: none (counts stop at min then)
   int32_t open = -1;
 
-  bool active() const { return max >= 0; }
+  bool active() const { return max >= 0 || min > 0; }
   // The bound for `dfa` (a JSON string literal's automaton, with any leading whitespace);
-  // max is lowered to what a lexer state can count.
+  // min and max are lowered to what a lexer state can count.
   static CodePointBound For(const ByteDfa& dfa, int64_t min, int64_t max);
   // `dfa`'s step with the count; kDead past the bound.
   int32_t Step(const ByteDfa& dfa, int32_t state, uint8_t byte) const;

@@ -2,10 +2,109 @@
 #include "engine/grammar/matcher.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kvserve {
 
-CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie) : grammar_(std::move(grammar)), trie_(trie) {}
+namespace {
+
+// Two 64-bit running hashes of a sequence of integers (splitmix64's finalizer per value).
+struct Hash128 {
+  uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+  static uint64_t Mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  void Add(int64_t v) {
+    a = Mix(a ^ static_cast<uint64_t>(v));
+    b = Mix(b + static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ull);
+  }
+  std::string Bytes() const {
+    std::string out(16, '\0');
+    for (int i = 0; i < 8; ++i) {
+      out[static_cast<size_t>(i)] = static_cast<char>(a >> (8 * i));
+      out[static_cast<size_t>(8 + i)] = static_cast<char>(b >> (8 * i));
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const SharedMaskCache::Entry> SharedMaskCache::Find(const std::string& key) {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+std::shared_ptr<const SharedMaskCache::Entry> SharedMaskCache::Insert(const std::string& key,
+                                                                      std::shared_ptr<const Entry> entry) {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(key);
+  if (it != index_.end()) return it->second->second;
+  lru_.emplace_front(key, std::move(entry));
+  index_.emplace(key, lru_.begin());
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return lru_.front().second;
+}
+
+size_t SharedMaskCache::size() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared)
+    : grammar_(std::move(grammar)),
+      trie_(trie),
+      shared_(shared ? std::move(shared) : std::make_shared<SharedMaskCache>()),
+      digests_(grammar_.lexemes.size()) {}
+
+const std::string& CompiledGrammar::LexemeDigest(int32_t lexeme) {
+  std::string& d = digests_[static_cast<size_t>(lexeme)];
+  if (!d.empty()) return d;
+  const ByteDfa& dfa = grammar_.lexemes[static_cast<size_t>(lexeme)];
+  const CodePointBound& bound = grammar_.bounds[static_cast<size_t>(lexeme)];
+  Hash128 h;
+  for (int64_t v : {int64_t{dfa.num_states()}, int64_t{dfa.start}, int64_t{bound.min}, int64_t{bound.max}, int64_t{bound.open}}) {
+    h.Add(v);
+  }
+  for (int s = 0; s < dfa.num_states(); ++s) {
+    h.Add(dfa.accepting[static_cast<size_t>(s)]);
+    for (int32_t t : dfa.next[static_cast<size_t>(s)]) h.Add(t);
+  }
+  d = h.Bytes();
+  return d;
+}
+
+std::string CompiledGrammar::SharedKey(int32_t state) {
+  // A counted lexeme's count matters to a walk only through how far it is from the bounds,
+  // up to the longest token: every position of a long string far from them shares one walk.
+  const int32_t reach = trie_->max_depth() + 1;
+  std::string key;
+  auto add = [&key](int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  for (auto [lexeme, st] : states_[static_cast<size_t>(state)].pairs) {
+    key += LexemeDigest(lexeme);
+    const CodePointBound& b = grammar_.bounds[static_cast<size_t>(lexeme)];
+    if (!b.active()) {
+      add(st);
+      continue;
+    }
+    const int32_t n = grammar_.lexemes[static_cast<size_t>(lexeme)].num_states();
+    const int32_t count = st / n;
+    add(st % n);
+    add(std::clamp(b.min - count, 0, reach));
+    add(b.max < 0 ? -1 : std::clamp(b.max - count, 0, reach));
+  }
+  return key;
+}
 
 int CompiledGrammar::num_lexer_states() const {
   std::lock_guard lock(mu_);
@@ -51,11 +150,33 @@ int32_t CompiledGrammar::ComputeStep(int32_t state, uint8_t byte) {
   return next;
 }
 
-const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
-  if (entries_.size() <= static_cast<size_t>(state)) entries_.resize(static_cast<size_t>(state) + 1);
-  std::unique_ptr<MaskEntry>& slot = entries_[static_cast<size_t>(state)];
-  if (slot) return *slot;
-  auto e = std::make_unique<MaskEntry>(MaskEntry{TokenMask(trie_->vocab_size()), {}});
+int32_t CompiledGrammar::BulkReach(int32_t state) {
+  if (states_[static_cast<size_t>(state)].bulk_reach != kUnknown) return states_[static_cast<size_t>(state)].bulk_reach;
+  bool loop = true;
+  for (int b = 0; b < 256 && loop; ++b) {
+    if (TokenTrie::IsPlain(static_cast<uint8_t>(b))) loop = Step(state, static_cast<uint8_t>(b)) == state;
+  }
+  int32_t reach = loop ? std::numeric_limits<int32_t>::max() : -1;
+  const auto& pairs = states_[static_cast<size_t>(state)].pairs;
+  if (!loop && pairs.size() == 1) {
+    const auto [lexeme, st] = pairs[0];
+    const CodePointBound& bound = grammar_.bounds[static_cast<size_t>(lexeme)];
+    const ByteDfa& dfa = grammar_.lexemes[static_cast<size_t>(lexeme)];
+    if (bound.active() && st % dfa.num_states() == bound.open) {
+      bool between = true;  // every plain byte is a character that ends where the next starts
+      for (int b = 0; b < 256 && between; ++b) {
+        if (TokenTrie::IsPlain(static_cast<uint8_t>(b))) between = dfa.Step(bound.open, static_cast<uint8_t>(b)) == bound.open;
+      }
+      if (between) reach = bound.max < 0 ? std::numeric_limits<int32_t>::max() : bound.max - st / dfa.num_states();
+    }
+  }
+  states_[static_cast<size_t>(state)].bulk_reach = reach;
+  return reach;
+}
+
+std::shared_ptr<const SharedMaskCache::Entry> CompiledGrammar::Walk(int32_t state) {
+  auto e = std::make_shared<SharedMaskCache::Entry>();
+  e->inside = TokenMask(trie_->vocab_size());
   // One depth-first pass over the flat trie: at[d] is the lexer state after d bytes.
   std::vector<int32_t> at(1, state);
   const int32_t n = trie_->num_nodes();
@@ -64,7 +185,13 @@ const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
     const int32_t parent = at[node.depth - 1u];
     const int32_t t = Step(parent, node.byte);
     if (t < 0) {
-      if (!Accepted(parent).empty()) e->boundary.push_back({i, parent});
+      if (!Accepted(parent).empty()) e->boundary.push_back(i);
+      i = node.end;
+      continue;
+    }
+    if (trie_->plain_below(i) && BulkReach(t) >= trie_->height(i)) {
+      // The whole subtree stays inside: no step per node.
+      for (int32_t token : trie_->subtree_tokens(i)) e->inside.Set(token);
       i = node.end;
       continue;
     }
@@ -73,8 +200,29 @@ const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
     for (int32_t token : trie_->tokens_at(i)) e->inside.Set(token);
     ++i;
   }
+  return e;
+}
+
+const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
+  if (entries_.size() <= static_cast<size_t>(state)) entries_.resize(static_cast<size_t>(state) + 1);
+  if (entries_[static_cast<size_t>(state)]) return *entries_[static_cast<size_t>(state)];
+  const std::string key = SharedKey(state);
+  std::shared_ptr<const SharedMaskCache::Entry> shared = shared_->Find(key);
+  if (!shared) shared = shared_->Insert(key, Walk(state));
+  // This grammar's lexer state before each boundary node: the walk from `state` along the
+  // node's path (Step may grow states_, so nothing holds a reference into it).
+  auto e = std::make_unique<MaskEntry>();
+  std::string path;
+  for (int32_t c : shared->boundary) {
+    path.clear();
+    for (int32_t p = trie_->parent(c); p > 0; p = trie_->parent(p)) path += static_cast<char>(trie_->node(p).byte);
+    int32_t before = state;
+    for (auto it = path.rbegin(); it != path.rend() && before >= 0; ++it) before = Step(before, static_cast<uint8_t>(*it));
+    e->boundary.push_back({c, before});
+  }
   // Grouped by the state before the boundary: one parser scan per group.
   std::stable_sort(e->boundary.begin(), e->boundary.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  e->shared = std::move(shared);
   if (entries_.size() <= static_cast<size_t>(state)) entries_.resize(static_cast<size_t>(state) + 1);
   entries_[static_cast<size_t>(state)] = std::move(e);
   return *entries_[static_cast<size_t>(state)];
@@ -187,7 +335,7 @@ void GrammarMatcher::FillMask(TokenMask* mask) {
     *mask = TokenMask(g_->trie().vocab_size());
   } else {
     const CompiledGrammar::MaskEntry& e = g_->Entry(state_);
-    *mask = e.inside;
+    *mask = e.shared->inside;
     const TokenTrie& trie = g_->trie();
     for (size_t i = 0; i < e.boundary.size();) {
       const int32_t before = e.boundary[i].second;

@@ -13,13 +13,17 @@
 // Rollback. Matchers of one grammar may run on different threads (the shared caches lock).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/lex_grammar.h"
@@ -27,10 +31,35 @@
 
 namespace kvserve {
 
+// The part of a mask no grammar owns: for a lexer state named by its automata's contents and
+// their states (not by one grammar's numbering), the tokens that stay inside the lexeme and the
+// trie nodes where a lexeme ends. Schemas repeat their lexemes (a plain string, an integer, a
+// date), so every grammar over one vocabulary shares these walks. Least recently used out
+// first; thread-safe.
+class SharedMaskCache {
+ public:
+  explicit SharedMaskCache(size_t capacity = 2048) : capacity_(std::max<size_t>(capacity, 1)) {}
+  struct Entry {
+    TokenMask inside;
+    std::vector<int32_t> boundary;  // trie nodes whose byte cannot continue, after a lexeme ended
+  };
+  std::shared_ptr<const Entry> Find(const std::string& key);
+  // Keeps the first entry of a key.
+  std::shared_ptr<const Entry> Insert(const std::string& key, std::shared_ptr<const Entry> entry);
+  size_t size() const;
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const Entry>>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
 class CompiledGrammar {
  public:
-  // `trie` must outlive it.
-  CompiledGrammar(LexGrammar grammar, const TokenTrie* trie);
+  // `trie` must outlive it. `shared` (null: a cache of its own) holds the walks other grammars
+  // over the same vocabulary may reuse.
+  CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared = nullptr);
   const LexGrammar& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return *trie_; }
   int num_lexer_states() const;
@@ -42,10 +71,11 @@ class CompiledGrammar {
     std::vector<std::pair<int32_t, int32_t>> pairs;  // (lexeme, automaton state), sorted
     std::vector<int32_t> accepted;                   // lexemes in an accepting state, sorted
     std::array<int32_t, 256> next;                   // kUnknown until met; kDead
+    int32_t bulk_reach = kUnknown;                   // BulkReach, once computed
   };
   struct MaskEntry {
-    TokenMask inside;                                  // tokens that stay inside the lexeme
-    std::vector<std::pair<int32_t, int32_t>> boundary;  // (trie node, lexer state before it)
+    std::shared_ptr<const SharedMaskCache::Entry> shared;  // tokens that stay inside the lexeme
+    std::vector<std::pair<int32_t, int32_t>> boundary;     // (trie node, lexer state before it)
   };
 
   // REQUIRES: mu_ held.
@@ -59,10 +89,22 @@ class CompiledGrammar {
   int32_t ComputeStep(int32_t state, uint8_t byte);
   const std::vector<int32_t>& Accepted(int32_t state) const { return states_[static_cast<size_t>(state)].accepted; }
   const MaskEntry& Entry(int32_t state);
+  // How deep a subtree of plain bytes (TokenTrie::IsPlain) may go from `state` and stay
+  // inside the lexeme, every token in it allowed: unbounded where each plain byte keeps the
+  // state (a free string's inside), the count left for a counted string (CodePointBound)
+  // between characters; -1 otherwise. REQUIRES: mu_ held.
+  int32_t BulkReach(int32_t state);
+  // The walk behind Entry: grammar-independent. REQUIRES: mu_ held.
+  std::shared_ptr<const SharedMaskCache::Entry> Walk(int32_t state);
+  // The SharedMaskCache key of a lexer state: its automata's contents and states.
+  std::string SharedKey(int32_t state);
+  const std::string& LexemeDigest(int32_t lexeme);
 
   LexGrammar grammar_;
   const TokenTrie* trie_;
+  std::shared_ptr<SharedMaskCache> shared_;
   mutable std::mutex mu_;
+  std::vector<std::string> digests_;  // [lexeme] its automaton's content hash ("" until needed)
   std::vector<LexState> states_;
   std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> state_ids_;
   std::map<std::vector<int32_t>, int32_t> start_states_;

@@ -71,7 +71,10 @@ const char* StructuredOutputSpec::kind_name() const {
 }
 
 GrammarCache::GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit)
-    : tokenizer_(tokenizer), capacity_(std::max<size_t>(capacity, 1)), time_limit_(time_limit) {}
+    : tokenizer_(tokenizer),
+      capacity_(std::max<size_t>(capacity, 1)),
+      time_limit_(time_limit),
+      shared_masks_(std::make_shared<SharedMaskCache>()) {}
 
 const TokenTrie* GrammarCache::Trie() {
   std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tokenizer_); });
@@ -105,7 +108,7 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
     }
     return grammar.status();
   }
-  auto compiled = std::make_shared<CompiledGrammar>(std::move(grammar).value(), Trie());
+  auto compiled = std::make_shared<CompiledGrammar>(std::move(grammar).value(), Trie(), shared_masks_);
   {
     GrammarMatcher warm(compiled);  // the start state's mask, cached for the first token
     TokenMask mask;

@@ -2,7 +2,8 @@
 //
 // GrammarCache compiles a spec for a vocabulary and keeps the result by content (kind,
 // options and text; least recently used out first), so the requests of an agent that sends one
-// schema again and again compile it once. Compiling also computes the first mask (the start
+// schema again and again compile it once; its grammars share their trie walks
+// (SharedMaskCache), so a new schema made of familiar strings and numbers masks fast too. Compiling also computes the first mask (the start
 // state's cached part), so a request's first sampled token does not wait for it. Thread-safe:
 // front-end threads compile (a slow compile holds its own request only); the token trie over
 // the vocabulary is built by the first compile.
@@ -57,6 +58,7 @@ class GrammarCache {
   const std::chrono::milliseconds time_limit_;
   std::once_flag trie_once_;
   std::unique_ptr<TokenTrie> trie_;
+  std::shared_ptr<SharedMaskCache> shared_masks_;  // walks its grammars share
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

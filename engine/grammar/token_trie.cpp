@@ -22,6 +22,7 @@ TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_s
     return c != 0 ? c < 0 : a < b;
   });
   nodes_.push_back(Node{});
+  parents_.push_back(-1);
   std::vector<int32_t> path = {0};  // nodes from the root; path.size() - 1 is the depth
   std::string prefix;               // the bytes of the path
   for (int32_t id : ids) {
@@ -37,6 +38,7 @@ TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_s
       Node n;
       n.byte = static_cast<uint8_t>(b[k]);
       n.depth = static_cast<uint16_t>(std::min<size_t>(k + 1, UINT16_MAX));
+      parents_.push_back(path.back());
       path.push_back(static_cast<int32_t>(nodes_.size()));
       nodes_.push_back(n);
       prefix += b[k];
@@ -48,6 +50,25 @@ TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_s
     at.tokens_end = static_cast<int32_t>(node_tokens_.size());
   }
   for (int32_t n : path) nodes_[static_cast<size_t>(n)].end = static_cast<int32_t>(nodes_.size());
+  // Subtree summaries, children before parents (a child's index is above its parent's).
+  const size_t count = nodes_.size();
+  first_token_.assign(count + 1, static_cast<int32_t>(node_tokens_.size()));
+  plain_below_.assign(count, 1);
+  height_.assign(count, 0);
+  for (size_t i = count; i-- > 1;) {
+    const size_t p = static_cast<size_t>(parents_[i]);
+    const Node& n = nodes_[i];
+    if (!IsPlain(n.byte) || !plain_below_[i]) plain_below_[p] = 0;
+    height_[p] = std::max<uint16_t>(height_[p], static_cast<uint16_t>(std::min(height_[i] + 1, UINT16_MAX - 1)));
+  }
+  // A subtree's tokens are contiguous: the first one is the first whose node is in it.
+  for (size_t i = count; i-- > 0;) {
+    const Node& n = nodes_[i];
+    int32_t first = first_token_[static_cast<size_t>(n.end)];
+    if (n.tokens_end > n.tokens_begin) first = n.tokens_begin;
+    else if (i + 1 < count && static_cast<int32_t>(i + 1) < n.end) first = first_token_[i + 1];
+    first_token_[i] = first;
+  }
 }
 
 TokenMask TokenTrie::DfaMask(const ByteDfa& dfa, int32_t state) const {

@@ -43,6 +43,19 @@ class TokenTrie {
   };
   // Node 0 is the root (no byte); node i's children are i + 1, then each child's end.
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
+  int max_depth() const { return max_depth_; }  // the longest token's bytes
+  // Bytes a JSON string holds as they are: printable ASCII but the quote and the backslash.
+  static bool IsPlain(uint8_t b) { return b >= 0x20 && b < 0x7f && b != '"' && b != '\\'; }
+  // Every byte below node i (not its own) is plain; the longest path below it, in bytes; the
+  // tokens of its subtree (its own and below), a range of tokens_in_order().
+  bool plain_below(int32_t i) const { return plain_below_[static_cast<size_t>(i)] != 0; }
+  int height(int32_t i) const { return height_[static_cast<size_t>(i)]; }
+  std::span<const int32_t> subtree_tokens(int32_t i) const {
+    const int32_t b = first_token_[static_cast<size_t>(i)];
+    const int32_t e = first_token_[static_cast<size_t>(node(i).end)];
+    return {node_tokens_.data() + b, static_cast<size_t>(e - b)};
+  }
+  int32_t parent(int32_t i) const { return parents_[static_cast<size_t>(i)]; }
   // The tokens whose bytes end at node i.
   std::span<const int32_t> tokens_at(int32_t i) const {
     const Node& n = node(i);
@@ -63,6 +76,10 @@ class TokenTrie {
   std::vector<std::string> bytes_;  // [token]
   std::vector<int32_t> eog_;
   std::vector<Node> nodes_;         // depth-first; nodes_[0] is the root
+  std::vector<int32_t> parents_;    // [node]; -1 for the root
+  std::vector<int32_t> first_token_;  // [node + 1]: the first of its subtree's tokens in node_tokens_
+  std::vector<uint8_t> plain_below_;  // [node]
+  std::vector<uint16_t> height_;      // [node]
   std::vector<int32_t> node_tokens_;
   int max_depth_ = 0;               // the longest token's bytes
 };

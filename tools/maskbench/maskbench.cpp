@@ -78,7 +78,7 @@ MaskBenchResult RunMaskBenchFile(const std::string& path, const Tokenizer& token
     r.ttfm_us = Us(start);
     return r;
   }
-  auto grammar = std::make_shared<CompiledGrammar>(std::move(compiled->grammar), &trie);
+  auto grammar = std::make_shared<CompiledGrammar>(std::move(compiled->grammar), &trie, options.shared_masks);
   TokenMask mask(trie.vocab_size());
   {
     GrammarMatcher first(grammar);

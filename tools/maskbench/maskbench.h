@@ -6,11 +6,13 @@
 // allowed to the end, an invalid one refused somewhere. See ../shared/structured/README.md.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/grammar/matcher.h"
 #include "engine/grammar/token_trie.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -29,6 +31,9 @@ struct MaskBenchResult {
 
 struct MaskBenchOptions {
   double time_limit_s = 60;  // per file
+  // The trie walks every grammar over the vocabulary may reuse, as the engine shares them
+  // between requests; null: each file starts cold.
+  std::shared_ptr<SharedMaskCache> shared_masks;
 };
 
 // One MaskBench file. `trie` is over `tokenizer`'s vocabulary.

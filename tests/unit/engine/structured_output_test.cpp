@@ -146,6 +146,8 @@ TEST_P(StructuredOutputTest, SixteenSchemasInOneBatchEqualEachAlone) {
     EXPECT_TRUE(cases[i].valid(value)) << batched.choices[0].text;
     if (value.is_string() && i == 3) EXPECT_LE(CodePoints(value.get<std::string>()), 6u);
   }
+  // Stats are published after the step that ended the streams.
+  ASSERT_TRUE(testing::WaitFor([&] { return engine->GetStats().running == 0; }));
   const EngineStats stats = engine->GetStats();
   EXPECT_EQ(stats.grammar_compiles_total, 16);  // one cache per engine
   EXPECT_EQ(stats.grammar_cache_hits_total, 0);
@@ -176,6 +178,7 @@ TEST_P(StructuredOutputTest, RegexChoiceAndGrammar) {
     EXPECT_EQ(g.choices[0].finish, FinishReason::kStop);
     EXPECT_TRUE(std::regex_match(g.choices[0].text, std::regex(R"(\([a-c]=[0-9](,[a-c]=[0-9])?\))"))) << g.choices[0].text;
   }
+  ASSERT_TRUE(testing::WaitFor([&] { return engine->GetStats().running == 0; }));
   const EngineStats stats = engine->GetStats();
   EXPECT_EQ(stats.grammar_compiles_total, 3);
   EXPECT_EQ(stats.grammar_cache_hits_total, 6);  // the same three specs again, twice
@@ -239,7 +242,8 @@ TEST_P(StructuredOutputTest, EndsChoicesLogprobsAndForcedTokens) {
       testing::RunRequest(*engine, Structured(*model_, "Point:", Schema(R"({"const":{"kind":"point","dims":[1,2,3]}})")));
   ASSERT_TRUE(fixed.status.ok());
   EXPECT_EQ(nlohmann::json::parse(fixed.choices[0].text), nlohmann::json::parse(R"({"kind":"point","dims":[1,2,3]})"));
-  EXPECT_GT(engine->GetStats().grammar_forced_tokens_total, forced_before);
+  // Stats are published after the step that ended the stream.
+  EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().grammar_forced_tokens_total > forced_before; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StructuredOutputTest, ::testing::Values(kGpt2, kSpm),

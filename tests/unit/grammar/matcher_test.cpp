@@ -113,6 +113,36 @@ TEST_P(MatcherTest, JsonSchemaMasksAreTheTokensTheMatcherAccepts) {
   CheckAlong(any, R"([1, {"a": null, "b": [true, "x\ny"]}, -0.5])");
 }
 
+// Walks shared between grammars (SharedMaskCache: counts far from a bound share one walk,
+// plain subtrees marked at once) give each grammar its exact masks: strings counted near and
+// far from their bounds, keys that must differ from the named ones, a searched pattern.
+TEST_P(MatcherTest, SharedWalksGiveEveryGrammarItsExactMasks) {
+  auto shared = std::make_shared<SharedMaskCache>();
+  auto compile = [&](const char* schema) {
+    StatusOr<CompiledSchema> c = CompileJsonSchema(schema);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_.get(), shared) : nullptr;
+  };
+  const char* kSchemas[] = {
+      R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 12},
+          "b": {"type": "string", "minLength": 3, "maxLength": 90}, "c": {"type": "string", "minLength": 5}},
+          "required": ["a", "b"], "additionalProperties": false})",
+      R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 12}, "cat": {"type": "integer"}},
+          "additionalProperties": {"type": "string", "pattern": "id-[0-9]+"}})",
+  };
+  const std::string long_b = R"(Once upon a time, 从前有一座山, a \"long\" string\twith escapes and words)";
+  for (int round = 0; round < 2; ++round) {  // the second round finds every walk in the cache
+    const auto g0 = compile(kSchemas[0]);
+    const auto g1 = compile(kSchemas[1]);
+    ASSERT_NE(g0, nullptr);
+    ASSERT_NE(g1, nullptr);
+    CheckAlong(g0, R"({"a": "twelve chars", "b": ")" + long_b + R"(", "c": "more than five"})");
+    CheckAlong(g0, R"({"a": "", "b": "abc"})");
+    CheckAlong(g1, R"({"a": "é\n", "cat": 3, "ca": "x id-42 y", "catalog": "id-7"})");
+  }
+  EXPECT_GT(shared->size(), 0u);
+}
+
 TEST_P(MatcherTest, GbnfMasksEqualTheByteLevelEarleyReference) {
   StatusOr<Grammar> gbnf = ParseGbnf(R"g(root ::= "(" expr ")"
 expr ::= term (("+" | "-") term)*
