@@ -150,24 +150,46 @@ int32_t CompiledGrammar::ComputeStep(int32_t state, uint8_t byte) {
   return next;
 }
 
+namespace {
+
+// Whether every text character (TokenTrie::Utf8Step) from `start` stays alive and comes back
+// to `start`: a search over (decoder state, automaton state) pairs.
+template <typename StepFn>
+bool TextLoops(int32_t start, StepFn step) {
+  std::vector<std::pair<uint8_t, int32_t>> todo = {{0, start}}, seen = todo;
+  while (!todo.empty()) {
+    const auto [d, s] = todo.back();
+    todo.pop_back();
+    for (int b = 0; b < 256; ++b) {
+      const uint8_t nd = TokenTrie::Utf8Step(d, static_cast<uint8_t>(b));
+      if (nd == TokenTrie::kUtf8Invalid) continue;
+      const int32_t t = step(s, static_cast<uint8_t>(b));
+      if (t < 0 || (nd == 0 && t != start)) return false;
+      if (nd == 0 || std::find(seen.begin(), seen.end(), std::pair{nd, t}) != seen.end()) continue;
+      if (seen.size() > 64) return false;  // not a string's inside
+      seen.push_back({nd, t});
+      todo.push_back({nd, t});
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 int32_t CompiledGrammar::BulkReach(int32_t state) {
   if (states_[static_cast<size_t>(state)].bulk_reach != kUnknown) return states_[static_cast<size_t>(state)].bulk_reach;
-  bool loop = true;
-  for (int b = 0; b < 256 && loop; ++b) {
-    if (TokenTrie::IsPlain(static_cast<uint8_t>(b))) loop = Step(state, static_cast<uint8_t>(b)) == state;
-  }
-  int32_t reach = loop ? std::numeric_limits<int32_t>::max() : -1;
-  const auto& pairs = states_[static_cast<size_t>(state)].pairs;
-  if (!loop && pairs.size() == 1) {
-    const auto [lexeme, st] = pairs[0];
+  int32_t reach = -1;
+  if (TextLoops(state, [this](int32_t s, uint8_t b) { return Step(s, b); })) {
+    reach = std::numeric_limits<int32_t>::max();
+  } else if (states_[static_cast<size_t>(state)].pairs.size() == 1) {
+    const auto [lexeme, st] = states_[static_cast<size_t>(state)].pairs[0];
     const CodePointBound& bound = grammar_.bounds[static_cast<size_t>(lexeme)];
     const ByteDfa& dfa = grammar_.lexemes[static_cast<size_t>(lexeme)];
-    if (bound.active() && st % dfa.num_states() == bound.open) {
-      bool between = true;  // every plain byte is a character that ends where the next starts
-      for (int b = 0; b < 256 && between; ++b) {
-        if (TokenTrie::IsPlain(static_cast<uint8_t>(b))) between = dfa.Step(bound.open, static_cast<uint8_t>(b)) == bound.open;
-      }
-      if (between) reach = bound.max < 0 ? std::numeric_limits<int32_t>::max() : bound.max - st / dfa.num_states();
+    // Between two characters of a counted string: each character counts one, so a subtree no
+    // deeper (in bytes) than the count left stays inside.
+    if (bound.active() && st % dfa.num_states() == bound.open &&
+        TextLoops(bound.open, [&dfa](int32_t s, uint8_t b) { return dfa.Step(s, b); })) {
+      reach = bound.max < 0 ? std::numeric_limits<int32_t>::max() : bound.max - st / dfa.num_states();
     }
   }
   states_[static_cast<size_t>(state)].bulk_reach = reach;
@@ -189,7 +211,7 @@ std::shared_ptr<const SharedMaskCache::Entry> CompiledGrammar::Walk(int32_t stat
       i = node.end;
       continue;
     }
-    if (trie_->plain_below(i) && BulkReach(t) >= trie_->height(i)) {
+    if (trie_->Utf8State(i) == 0 && trie_->text_below(i) && BulkReach(t) >= trie_->height(i)) {
       // The whole subtree stays inside: no step per node.
       for (int32_t token : trie_->subtree_tokens(i)) e->inside.Set(token);
       i = node.end;

@@ -89,10 +89,10 @@ class CompiledGrammar {
   int32_t ComputeStep(int32_t state, uint8_t byte);
   const std::vector<int32_t>& Accepted(int32_t state) const { return states_[static_cast<size_t>(state)].accepted; }
   const MaskEntry& Entry(int32_t state);
-  // How deep a subtree of plain bytes (TokenTrie::IsPlain) may go from `state` and stay
-  // inside the lexeme, every token in it allowed: unbounded where each plain byte keeps the
-  // state (a free string's inside), the count left for a counted string (CodePointBound)
-  // between characters; -1 otherwise. REQUIRES: mu_ held.
+  // How deep a subtree of text (TokenTrie::Utf8Step) may go from `state`, between two
+  // characters, and stay inside the lexeme with every token in it allowed: unbounded where
+  // each character of text comes back to the state (a free string's inside), the count left
+  // for a counted string (CodePointBound); -1 otherwise. REQUIRES: mu_ held.
   int32_t BulkReach(int32_t state);
   // The walk behind Entry: grammar-independent. REQUIRES: mu_ held.
   std::shared_ptr<const SharedMaskCache::Entry> Walk(int32_t state);

@@ -50,15 +50,17 @@ TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_s
     at.tokens_end = static_cast<int32_t>(node_tokens_.size());
   }
   for (int32_t n : path) nodes_[static_cast<size_t>(n)].end = static_cast<int32_t>(nodes_.size());
-  // Subtree summaries, children before parents (a child's index is above its parent's).
+  // Subtree summaries: decoder states parents first, then children before parents (a
+  // child's index is above its parent's).
   const size_t count = nodes_.size();
   first_token_.assign(count + 1, static_cast<int32_t>(node_tokens_.size()));
-  plain_below_.assign(count, 1);
+  utf8_.assign(count, 0);
+  text_below_.assign(count, 1);
   height_.assign(count, 0);
+  for (size_t i = 1; i < count; ++i) utf8_[i] = Utf8Step(utf8_[static_cast<size_t>(parents_[i])], nodes_[i].byte);
   for (size_t i = count; i-- > 1;) {
     const size_t p = static_cast<size_t>(parents_[i]);
-    const Node& n = nodes_[i];
-    if (!IsPlain(n.byte) || !plain_below_[i]) plain_below_[p] = 0;
+    if (utf8_[i] == kUtf8Invalid || !text_below_[i]) text_below_[p] = 0;
     height_[p] = std::max<uint16_t>(height_[p], static_cast<uint16_t>(std::min(height_[i] + 1, UINT16_MAX - 1)));
   }
   // A subtree's tokens are contiguous: the first one is the first whose node is in it.
@@ -68,6 +70,29 @@ TokenTrie::TokenTrie(const Tokenizer& tokenizer) : vocab_size_(tokenizer.vocab_s
     if (n.tokens_end > n.tokens_begin) first = n.tokens_begin;
     else if (i + 1 < count && static_cast<int32_t>(i + 1) < n.end) first = first_token_[i + 1];
     first_token_[i] = first;
+  }
+}
+
+uint8_t TokenTrie::Utf8Step(uint8_t state, uint8_t b) {
+  auto in = [b](int lo, int hi) { return b >= lo && b <= hi; };
+  switch (state) {
+    case 0:
+      if (in(0x20, 0x7e)) return b == '"' || b == '\\' ? kUtf8Invalid : 0;
+      if (in(0xc2, 0xdf)) return 1;
+      if (b == 0xe0) return 4;
+      if (b == 0xed) return 5;
+      if (in(0xe1, 0xef)) return 2;
+      if (b == 0xf0) return 6;
+      if (b == 0xf4) return 7;
+      if (in(0xf1, 0xf3)) return 3;
+      return kUtf8Invalid;
+    case 1: case 2: case 3:
+      return in(0x80, 0xbf) ? static_cast<uint8_t>(state - 1) : kUtf8Invalid;
+    case 4: return in(0xa0, 0xbf) ? 1 : kUtf8Invalid;  // no overlong 3-byte forms
+    case 5: return in(0x80, 0x9f) ? 1 : kUtf8Invalid;  // no surrogates
+    case 6: return in(0x90, 0xbf) ? 2 : kUtf8Invalid;  // no overlong 4-byte forms
+    case 7: return in(0x80, 0x8f) ? 2 : kUtf8Invalid;  // up to U+10FFFF
+    default: return kUtf8Invalid;
   }
 }
 

@@ -44,11 +44,15 @@ class TokenTrie {
   // Node 0 is the root (no byte); node i's children are i + 1, then each child's end.
   const Node& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int max_depth() const { return max_depth_; }  // the longest token's bytes
-  // Bytes a JSON string holds as they are: printable ASCII but the quote and the backslash.
-  static bool IsPlain(uint8_t b) { return b >= 0x20 && b < 0x7f && b != '"' && b != '\\'; }
-  // Every byte below node i (not its own) is plain; the longest path below it, in bytes; the
-  // tokens of its subtree (its own and below), a range of tokens_in_order().
-  bool plain_below(int32_t i) const { return plain_below_[static_cast<size_t>(i)] != 0; }
+  // Text as a JSON string holds it raw, checked byte by byte: a UTF-8 decoder whose state 0
+  // is between characters, kUtf8Invalid once the bytes are not text (a control character, the
+  // quote, the backslash, DEL, malformed UTF-8). Utf8State(i) is its state after node i's
+  // path; text_below(i): every path below node i stays text.
+  static constexpr uint8_t kUtf8Invalid = 8;
+  static uint8_t Utf8Step(uint8_t state, uint8_t byte);
+  uint8_t Utf8State(int32_t i) const { return utf8_[static_cast<size_t>(i)]; }
+  bool text_below(int32_t i) const { return text_below_[static_cast<size_t>(i)] != 0; }
+  // The longest path below node i, in bytes; the tokens of its subtree (its own and below).
   int height(int32_t i) const { return height_[static_cast<size_t>(i)]; }
   std::span<const int32_t> subtree_tokens(int32_t i) const {
     const int32_t b = first_token_[static_cast<size_t>(i)];
@@ -78,7 +82,8 @@ class TokenTrie {
   std::vector<Node> nodes_;         // depth-first; nodes_[0] is the root
   std::vector<int32_t> parents_;    // [node]; -1 for the root
   std::vector<int32_t> first_token_;  // [node + 1]: the first of its subtree's tokens in node_tokens_
-  std::vector<uint8_t> plain_below_;  // [node]
+  std::vector<uint8_t> utf8_;         // [node]
+  std::vector<uint8_t> text_below_;   // [node]
   std::vector<uint16_t> height_;      // [node]
   std::vector<int32_t> node_tokens_;
   int max_depth_ = 0;               // the longest token's bytes
