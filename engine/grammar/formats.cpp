@@ -22,7 +22,7 @@ namespace {
 constexpr std::pair<std::string_view, std::string_view> kFormats[] = {
     {"date", "^" KVSERVE_DATE "$"},
     {"time", "^" KVSERVE_TIME "$"},
-    {"date-time", "^" KVSERVE_DATE "[Tt ]" KVSERVE_TIME "$"},
+    {"date-time", "^" KVSERVE_DATE "[Tt]" KVSERVE_TIME "$"},
     {"duration", R"(^P(\d+W|(\d+Y(\d+M)?(\d+D)?|\d+M(\d+D)?|\d+D)(T(\d+H(\d+M)?(\d+S)?|\d+M(\d+S)?|\d+S))?)"
                  R"(|T(\d+H(\d+M)?(\d+S)?|\d+M(\d+S)?|\d+S))$)"},
     {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},

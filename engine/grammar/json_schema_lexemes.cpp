@@ -159,27 +159,29 @@ StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::s
   if ((lo && std::fabs(*lo) > kLimit) || (hi && std::fabs(*hi) > kLimit)) {
     return InvalidArgumentError(fmt::format("minimum/maximum at {} beyond 9e18 are not supported", pointer));
   }
-  // Bounds rounded inwards to integers (exact for integers; a subset for numbers).
+  // Whole values only: integers, or numbers that must be multiples of an integer.
+  const bool integral_multiple = multiple && *multiple > 0 && *multiple == std::floor(*multiple) && *multiple <= 100000;
+  const bool whole = integer || integral_multiple;
+  // Bounds rounded inwards to integers (exact for whole values; a subset for numbers).
   std::optional<int64_t> ilo, ihi;
   bool flo_ex = lo_ex, fhi_ex = hi_ex;
   if (lo) {
     const double c = std::ceil(*lo);
     ilo = static_cast<int64_t>(c);
     if (c != *lo) flo_ex = false;  // x >= ceil(lo) implies x > lo
-    if (integer && lo_ex && c == *lo) ++*ilo;
+    if (whole && lo_ex && c == *lo) ++*ilo;
   }
   if (hi) {
     const double f = std::floor(*hi);
     ihi = static_cast<int64_t>(f);
     if (f != *hi) fhi_ex = false;
-    if (integer && hi_ex && f == *hi) --*ihi;
+    if (whole && hi_ex && f == *hi) --*ihi;
   }
   if (multiple && *multiple <= 0) return InvalidArgumentError(fmt::format("multipleOf at {} must be positive", pointer));
-  const bool integral_multiple = multiple && *multiple == std::floor(*multiple) && *multiple <= 100000;
   if (integer && multiple && !integral_multiple && std::fmod(1.0, *multiple) != 0.0) {
     return InvalidArgumentError(fmt::format("multipleOf {} at {} is not supported for integers", *multiple, pointer));
   }
-  if (integer || integral_multiple) {
+  if (whole) {
     const std::string range = IntegerRangeRegex(ilo, ihi);
     std::string key = fmt::format("int:{}:{}", range, integral_multiple ? static_cast<int64_t>(*multiple) : 1);
     if (range.empty()) return LexemeSpec{key, ByteDfa{}};

@@ -98,6 +98,9 @@ TEST_F(JsonSchemaTest, Numbers) {
   Check(R"({"type": "number", "exclusiveMinimum": 0})", {"0.001", "3"}, {"0", "0.0", "-1"});
   Check(R"({"type": "number", "minimum": -2.5, "exclusiveMaximum": 3})", {"-2", "2.99", "0"}, {"-3", "3", "3.5"});
   Check(R"({"type": "number", "multipleOf": 0.01})", {"1.25", "3"}, {"1.255"});
+  // A number that must be a multiple of an integer is a whole number: exclusive bounds too.
+  Check(R"({"type": "number", "multipleOf": 10, "exclusiveMaximum": 100, "exclusiveMinimum": 0})", {"10", "90"},
+        {"0", "100", "95"});
 }
 
 TEST_F(JsonSchemaTest, EnumAndConst) {
