@@ -154,6 +154,9 @@ class SchemaCompiler {
   StatusOr<Json> Flatten(const Json& s, const std::string& ptr, int depth) {
     if (depth > 16) return InvalidArgumentError(fmt::format("allOf/$ref at {} nests too deep to merge", ptr));
     if (!s.is_object()) return s;
+    if (s.contains("not")) {
+      if (std::optional<Json> positive = json_schema::RewriteNot(s)) return Flatten(*positive, ptr, depth + 1);
+    }
     Json out = s;
     if (out.contains("$ref") && out["$ref"].is_string()) {
       ASSIGN_OR_RETURN(auto target, Resolve(out["$ref"].get<std::string>(), ptr));
@@ -180,6 +183,9 @@ class SchemaCompiler {
     if (depth > kMaxDepth) return InvalidArgumentError(fmt::format("the schema at {} nests too deep", ptr));
     if (s.is_boolean()) return s.get<bool>() ? AnyValue() : NoValue();
     if (!s.is_object()) return InvalidArgumentError(fmt::format("the schema at {} is not an object or a boolean", ptr));
+    if (s.contains("not")) {
+      if (std::optional<Json> positive = json_schema::RewriteNot(s)) return Compile(*positive, ptr, depth + 1);
+    }
     RETURN_IF_ERROR(CheckKeywords(s, ptr));
     if (s.contains("$ref") && s["$ref"].is_string()) {
       Json rest = s;

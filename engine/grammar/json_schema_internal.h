@@ -63,5 +63,9 @@ unsigned TypeBitOf(const Json& value);
 bool ProvablyDisjoint(const Json& a, const Json& b);
 // Whether `schema` has a keyword that validates (anything but annotations).
 bool HasValidation(const Json& schema);
+// `schema` (an object with "not") with its `not` said positively, where that is exact:
+// not/not (allOf), not/type (the other types), not/required of one key (an object without
+// it). Nothing for any other `not`.
+std::optional<Json> RewriteNot(const Json& schema);
 
 }  // namespace kvserve::json_schema

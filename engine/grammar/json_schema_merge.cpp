@@ -217,4 +217,37 @@ StatusOr<Json> MergeSchemas(const Json& a, const Json& b, const std::string& poi
   return out;
 }
 
+std::optional<Json> RewriteNot(const Json& schema) {
+  const Json& n = schema["not"];
+  if (!n.is_object() || n.size() != 1) return std::nullopt;
+  Json out = schema;
+  out.erase("not");
+  if (n.contains("not")) {  // not(not X) = X
+    if (!out.contains("allOf") || !out["allOf"].is_array()) out["allOf"] = Json::array();
+    out["allOf"].push_back(n["not"]);
+    return out;
+  }
+  if (n.contains("type")) {
+    const unsigned excluded = TypesOf(n);
+    const unsigned current = TypesOf(out);
+    // "not integer" among numbers leaves the fractional ones: no type says that.
+    if ((excluded & kInteger) && !(excluded & kNumber) && (current & kNumber)) return std::nullopt;
+    const unsigned left = current & ~excluded;
+    if (left == 0) return Json(false);
+    out["type"] = TypeJson(left);
+    out.erase("nullable");
+    return out;
+  }
+  if (n.contains("required") && n["required"].is_array() && n["required"].size() == 1 && n["required"][0].is_string()) {
+    // {"required": [k]} holds for every non-object, so its negation is an object without k.
+    const unsigned left = TypesOf(out) & kObject;
+    if (left == 0) return Json(false);
+    out["type"] = "object";
+    out.erase("nullable");
+    out["properties"][n["required"][0].get<std::string>()] = false;
+    return out;
+  }
+  return std::nullopt;
+}
+
 }  // namespace kvserve::json_schema

@@ -152,6 +152,21 @@ TEST_F(JsonSchemaTest, Combinations) {
         {R"({"t": "a"})", R"({"t": "b", "n": 1})"}, {R"({"t": "c"})", R"({"t": "b"})"});
 }
 
+// `not` where it has a positive form: not/not, not/type, not/required of one key.
+TEST_F(JsonSchemaTest, NotWhereItCanBeSaidPositively) {
+  Check(R"({"not": {"type": "string"}})", {"1", "null", "{}", "[]", "true", "2.5"}, {R"("a")"});
+  Check(R"({"type": ["string", "integer"], "not": {"type": "integer"}})", {R"("a")"}, {"1", "1.5"});
+  Check(R"({"enum": ["a", 1, null], "not": {"type": ["string", "null"]}})", {"1"}, {R"("a")", "null"});
+  Check(R"({"type": "object", "not": {"required": ["a"]}})", {"{}", R"({"b": 1})"}, {R"({"a": 1})", R"({"b": 1, "a": 2})"});
+  Check(R"({"not": {"required": ["a"]}})", {"{}", R"({"b": null})"}, {"1", R"("x")", "null", R"({"a": 1})"});
+  Check(R"({"not": {"not": {"type": "boolean"}}})", {"true", "false"}, {"1", "null"});
+  Check(R"({"allOf": [{"type": "object"}, {"not": {"required": ["x"]}}]})", {R"({"y": 1})"}, {R"({"x": 1})", "1"});
+  // No positive form: fractional numbers only, or a `not` with more than one keyword.
+  EXPECT_FALSE(CompileJsonSchema(R"({"type": "number", "not": {"type": "integer"}})").ok());
+  EXPECT_FALSE(CompileJsonSchema(R"({"not": {"type": "string", "maxLength": 3}})").ok());
+  EXPECT_FALSE(CompileJsonSchema(R"({"not": {"enum": ["a"]}})").ok());
+}
+
 TEST_F(JsonSchemaTest, References) {
   Check(R"({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}})",
         {"[1, 2]"}, {"[0]"});
@@ -166,7 +181,7 @@ TEST_F(JsonSchemaTest, References) {
 }
 
 TEST_F(JsonSchemaTest, UnsupportedKeywordsNameThemselvesAndTheirPointer) {
-  for (auto [schema, what] : {std::pair{R"({"properties": {"a": {"not": {"type": "string"}}}})", "not at /properties/a"},
+  for (auto [schema, what] : {std::pair{R"({"properties": {"a": {"not": {"enum": ["x"]}}}})", "not at /properties/a"},
                               {R"({"type": "array", "uniqueItems": true})", "uniqueItems at /"},
                               {R"({"if": {"type": "string"}, "then": {"minLength": 1}})", "if at /"},
                               {R"({"type": "string", "format": "uri-template"})", "\"uri-template\" at "},
