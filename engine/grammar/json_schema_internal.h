@@ -65,7 +65,8 @@ bool ProvablyDisjoint(const Json& a, const Json& b);
 bool HasValidation(const Json& schema);
 // `schema` (an object with "not") with its `not` said positively, where that is exact:
 // not/not (allOf), not/type (the other types), not/required of one key (an object without
-// it). Nothing for any other `not`.
+// it), not/enum or not/const of strings ("$kvserve_excluded": strings minus those). Nothing for
+// any other `not`.
 std::optional<Json> RewriteNot(const Json& schema);
 
 }  // namespace kvserve::json_schema

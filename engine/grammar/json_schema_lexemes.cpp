@@ -230,6 +230,10 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   if (const auto it = schema.find("$kvserve_patterns"); it != schema.end()) {
     for (const Json& p : *it) patterns.push_back(p.get<std::string>());
   }
+  std::vector<std::string> excluded;  // JSON literals of strings `not` excludes
+  if (const auto it = schema.find("$kvserve_excluded"); it != schema.end()) {
+    for (const Json& v : *it) excluded.push_back(JsonStringLiteral(v.get<std::string>()));
+  }
   std::optional<std::string_view> format_regex;
   std::string format_name;
   if (const auto it = schema.find("format"); it != schema.end() && it->is_string()) {
@@ -245,15 +249,16 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   std::string key = "str:" + length;
   for (const std::string& p : patterns) key += "&p:" + p;
   if (format_regex) key += "&f:" + format_name;
+  for (const std::string& x : excluded) key += "&x:" + x;
   if (known && known->FindLexeme(key) >= 0) return LexemeSpec{std::move(key), ByteDfa{}};
-  if (patterns.empty() && !format_regex) {
+  if (patterns.empty() && !format_regex && excluded.empty()) {
     // Only a length: any string, counted by the lexer.
     ASSIGN_OR_RETURN(ByteDfa any, CompileRegex("[\\s\\S]*", {.anchored = true, .json_string = true}));
     // Minimal, so that every character ends in one state (CodePointBound::open).
     return LexemeSpec{std::move(key), MinimizeDfa(any), min_len, max_len};
   }
-  // With a pattern or a format the count is part of the automaton (the intersection's states
-  // do not say where a character starts): bounded by kMaxRepeat, longer strings refused.
+  // With a pattern, a format or excluded strings the count is part of the automaton (the
+  // intersection's states do not say where a character starts): bounded by kMaxRepeat, longer strings refused.
   if (min_len > kMaxRepeat) {
     return InvalidArgumentError(fmt::format("minLength {} at {} is over {} (with a pattern or format)", min_len,
                                             pointer, kMaxRepeat));
@@ -270,6 +275,9 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   if (format_regex) {
     ASSIGN_OR_RETURN(ByteDfa fdfa, CompileRegex(*format_regex, {.anchored = true, .json_string = true}));
     ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, fdfa));
+  }
+  if (!excluded.empty()) {
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, ChoiceDfa(excluded), /*keep_b=*/false));
   }
   return LexemeSpec{std::move(key), std::move(dfa)};
 }

@@ -18,7 +18,8 @@ const std::set<std::string, std::less<>>& ValidationKeywords() {
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
       "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "$ref", "nullable", "not", "if",
       "uniqueItems", "contains", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-      "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "$kvserve_patterns"};
+      "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "$kvserve_patterns",
+      "$kvserve_excluded"};
   return k;
 }
 
@@ -185,6 +186,10 @@ StatusOr<Json> MergeSchemas(const Json& a, const Json& b, const std::string& poi
     } else if (key == "pattern") {
       if (!out.contains("$kvserve_patterns")) out["$kvserve_patterns"] = Json::array();
       out["$kvserve_patterns"].push_back(bv);
+    } else if (key == "$kvserve_patterns" || key == "$kvserve_excluded") {
+      for (const Json& v : bv) {
+        if (!Contains(av, v)) av.push_back(v);
+      }
     } else if (key == "multipleOf" && av.is_number_integer() && bv.is_number_integer()) {
       av = std::lcm(av.get<int64_t>(), bv.get<int64_t>());
     } else if (key == "anyOf" || key == "oneOf") {
@@ -236,6 +241,21 @@ std::optional<Json> RewriteNot(const Json& schema) {
     if (left == 0) return Json(false);
     out["type"] = TypeJson(left);
     out.erase("nullable");
+    return out;
+  }
+  if (n.contains("enum") || n.contains("const")) {
+    // Strings other than these (values of other types are not in the list, so valid). Only
+    // strings with one JSON spelling here: no '/' (also "\/") and no control character.
+    const Json values = n.contains("const") ? Json::array({n["const"]}) : n["enum"];
+    if (!values.is_array()) return std::nullopt;
+    for (const Json& v : values) {
+      if (!v.is_string()) return std::nullopt;
+      for (char c : v.get<std::string>()) {
+        if (c == '/' || static_cast<unsigned char>(c) < 0x20) return std::nullopt;
+      }
+    }
+    if (!out.contains("$kvserve_excluded")) out["$kvserve_excluded"] = Json::array();
+    for (const Json& v : values) out["$kvserve_excluded"].push_back(v);
     return out;
   }
   if (n.contains("required") && n["required"].is_array() && n["required"].size() == 1 && n["required"][0].is_string()) {

@@ -152,7 +152,7 @@ TEST_F(JsonSchemaTest, Combinations) {
         {R"({"t": "a"})", R"({"t": "b", "n": 1})"}, {R"({"t": "c"})", R"({"t": "b"})"});
 }
 
-// `not` where it has a positive form: not/not, not/type, not/required of one key.
+// `not` where it has a positive form: not/not, not/type, not/required of one key, not/enum of strings.
 TEST_F(JsonSchemaTest, NotWhereItCanBeSaidPositively) {
   Check(R"({"not": {"type": "string"}})", {"1", "null", "{}", "[]", "true", "2.5"}, {R"("a")"});
   Check(R"({"type": ["string", "integer"], "not": {"type": "integer"}})", {R"("a")"}, {"1", "1.5"});
@@ -161,10 +161,16 @@ TEST_F(JsonSchemaTest, NotWhereItCanBeSaidPositively) {
   Check(R"({"not": {"required": ["a"]}})", {"{}", R"({"b": null})"}, {"1", R"("x")", "null", R"({"a": 1})"});
   Check(R"({"not": {"not": {"type": "boolean"}}})", {"true", "false"}, {"1", "null"});
   Check(R"({"allOf": [{"type": "object"}, {"not": {"required": ["x"]}}]})", {R"({"y": 1})"}, {R"({"x": 1})", "1"});
-  // No positive form: fractional numbers only, or a `not` with more than one keyword.
+  Check(R"({"type": "string", "not": {"enum": ["a", "b\"c", "é"]}})", {R"("")", R"("ab")", R"("b")", R"("e")"},
+        {R"("a")", R"("b\"c")", R"("é")"});
+  Check(R"({"not": {"const": "x"}, "maxLength": 2})", {R"("y")", R"("xx")", "1", "null"}, {R"("x")", R"("xyz")"});
+  Check(R"({"enum": ["a", "b", 3], "not": {"enum": ["b"]}})", {R"("a")", "3"}, {R"("b")"});
+  // No positive form: fractional numbers only, a `not` with more than one keyword, numbers
+  // excluded, a string with two JSON spellings.
   EXPECT_FALSE(CompileJsonSchema(R"({"type": "number", "not": {"type": "integer"}})").ok());
   EXPECT_FALSE(CompileJsonSchema(R"({"not": {"type": "string", "maxLength": 3}})").ok());
-  EXPECT_FALSE(CompileJsonSchema(R"({"not": {"enum": ["a"]}})").ok());
+  EXPECT_FALSE(CompileJsonSchema(R"({"not": {"enum": [1]}})").ok());
+  EXPECT_FALSE(CompileJsonSchema(R"({"not": {"enum": ["a/b"]}})").ok());
 }
 
 TEST_F(JsonSchemaTest, References) {
@@ -181,7 +187,7 @@ TEST_F(JsonSchemaTest, References) {
 }
 
 TEST_F(JsonSchemaTest, UnsupportedKeywordsNameThemselvesAndTheirPointer) {
-  for (auto [schema, what] : {std::pair{R"({"properties": {"a": {"not": {"enum": ["x"]}}}})", "not at /properties/a"},
+  for (auto [schema, what] : {std::pair{R"({"properties": {"a": {"not": {"enum": [1]}}}})", "not at /properties/a"},
                               {R"({"type": "array", "uniqueItems": true})", "uniqueItems at /"},
                               {R"({"if": {"type": "string"}, "then": {"minLength": 1}})", "if at /"},
                               {R"({"type": "string", "format": "uri-template"})", "\"uri-template\" at "},
