@@ -234,24 +234,25 @@ bool OutputProcessor::SampleStructured(Sequence* seq, std::span<float> logits, S
   out.mask_ready = false;
   const TokenMask& mask = out.mask;
   const int logprobs = seq->request->params.sampling.logprobs;
-  if (mask.Count() == 1) {  // forced: no draw
+  const int allowed = mask.Count();
+  int ends_allowed = 0;
+  for (int32_t id : stop_ids_) ends_allowed += mask.Test(id) ? 1 : 0;
+  // One token allowed, or only end-of-text while ignore_eos or min_tokens forbid it (the
+  // structure is complete: it wins): no draw.
+  if (allowed == 1 || (allowed > 0 && ends_allowed == allowed && !out.sampler->eos_allowed())) {
     const int32_t id = mask.First();
-    if (logprobs >= 0) *sampled = ScoreToken(logits, id, logprobs);
+    if (logprobs >= 0) *sampled = ScoreToken(logits, id, logprobs);  // the raw logits still
     sampled->id = id;
     ++parts_.stats->grammar_forced_tokens_total;
   } else {
     *sampled = out.sampler->Sample(logits, scratch_, &mask);
   }
   if (!mask.Test(sampled->id)) {
-    // Every allowed token was masked by something else: end-of-text where the structure is
-    // complete but min_tokens or ignore_eos forbid it (the structure wins), or a model whose
-    // logits are all -inf there. Any allowed token is as good as another.
-    sampled->id = mask.First();
-    if (sampled->id < 0) {
-      LOG_WARN("request {}: the structured output allows no token of this vocabulary here", seq->request->id);
-      FinishSequence(seq, FinishReason::kError);
-      return false;
-    }
+    // Nothing allowed could be drawn: a vocabulary that cannot spell what must come, or a
+    // model whose logits are all -inf there.
+    LOG_WARN("request {}: the structured output allows no token the model can give here", seq->request->id);
+    FinishSequence(seq, FinishReason::kError);
+    return false;
   }
   // Control tokens have no bytes: the only one allowed is end-of-text, where it may end.
   *ends = !out.grammar->AcceptToken(sampled->id);

@@ -108,9 +108,10 @@ class OutputProcessor {
   void ScorePromptToken(Sequence* seq, int pos, std::span<const float> logits);
   // Samples the next token of `seq` from `logits` (scratch, modified) and emits it.
   void SampleAndEmit(Sequence* seq, std::span<float> logits);
-  // Structured outputs: the next token of `seq` among those its grammar allows (the only one
-  // without sampling when there is one); `*ends` when it ends the structure (end-of-text).
-  // False when there is none: the sequence ended with an error.
+  // Structured outputs: the next token of `seq` among those its grammar allows (without a draw
+  // when one is allowed, or only end-of-text that ignore_eos/min_tokens would mask); `*ends`
+  // when it ends the structure (end-of-text). False when none can be drawn: the sequence
+  // ended with an error.
   bool SampleStructured(Sequence* seq, std::span<float> logits, SampledToken* sampled, bool* ends);
   // n > 1: the other choices start from the parent's prompt cache and sample from the same
   // logits.
