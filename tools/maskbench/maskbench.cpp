@@ -103,8 +103,10 @@ MaskBenchResult RunMaskBenchFile(const std::string& path, const Tokenizer& token
       const Clock::time_point t0 = Clock::now();
       m.FillMask(&mask);
       const double us = Us(t0);
-      r.tbm_us.push_back(us);
-      r.tbm_us_max = std::max(r.tbm_us_max, us);
+      if (t > 0 || i > 0) {  // the first test's first mask is the one in ttfm_us
+        r.tbm_us.push_back(us);
+        r.tbm_us_max = std::max(r.tbm_us_max, us);
+      }
       if (i == tokens.size()) {
         if (eos < 0 || !mask.Test(eos)) accepted = false, refused = "end of text";
         break;
