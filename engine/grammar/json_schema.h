@@ -7,20 +7,22 @@
 // anchors, recursive too), items, prefixItems (and draft 4's items array with
 // additionalItems), minItems, maxItems, minLength, maxLength, pattern, format (formats.h),
 // minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean form too),
-// multipleOf, nullable (OpenAPI). Unknown keywords are annotations and ignored, as the
-// specification says.
+// multipleOf, nullable (OpenAPI), not where it has a positive form (not/not, not/type,
+// not/required of one key, not/enum or not/const of strings). Unknown keywords are
+// annotations and ignored, as the specification says.
 //
 // Exactness: a value the grammar accepts is valid (never the reverse failure: an invalid
 // instance accepted). Where a grammar cannot say exactly what a keyword means, it allows a
 // subset of the valid texts: properties in the order of `properties` (extra ones after them),
 // numbers with bounds in plain decimal notation, fractional bounds rounded inwards, integers
-// without a fraction, strings with a pattern or format up to 1,000 code points (a length
-// alone is counted by the lexer, exactly: lex_grammar.h's CodePointBound), arrays up to 2,000 items, non-ASCII
-// characters raw. A keyword it cannot enforce at all (not, if/then/else, uniqueItems,
-// contains, dependencies, propertyNames, unevaluated*, oneOf whose alternatives may overlap,
-// a format of the specification that formats.h lacks, a remote $ref; a format name the
-// specification does not define is an annotation, as it says) is INVALID_ARGUMENT naming it and its JSON pointer,
-// unless `lenient`, which ignores it and lists it in `ignored`.
+// without a fraction, strings with a pattern, format or not/enum up to 1,000 code points (a
+// length alone is counted by the lexer, exactly: lex_grammar.h's CodePointBound), arrays up to
+// 2,000 items, non-ASCII characters raw. A keyword it cannot enforce at all (any other not,
+// if/then/else, uniqueItems, contains, dependencies, propertyNames, unevaluated*, oneOf whose
+// alternatives may overlap, a format of the specification that formats.h lacks, a remote
+// $ref; a format name the specification does not define is an annotation, as it says) is
+// INVALID_ARGUMENT naming it and its JSON pointer, unless `lenient`, which ignores it and lists
+// it in `ignored`.
 #pragma once
 
 #include <chrono>
