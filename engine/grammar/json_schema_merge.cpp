@@ -198,6 +198,17 @@ StatusOr<Json> MergeSchemas(const Json& a, const Json& b, const std::string& poi
       return unsupported(key);
     }
   }
+  // One side's additionalProperties limits the keys the other side's patternProperties would
+  // admit; a merged schema cannot say that (its patternProperties would admit them).
+  for (const auto* side : {&a, &b}) {
+    const Json& other = side == &a ? b : a;
+    const auto add = side->find("additionalProperties");
+    const auto pat = other.find("patternProperties");
+    if (add == side->end() || *add == Json(true) || pat == other.end() || pat->empty()) continue;
+    if (!side->contains("patternProperties") || (*side)["patternProperties"] != *pat) {
+      return unsupported("additionalProperties beside another schema's patternProperties");
+    }
+  }
   // Extra properties of one side meet the other side's additionalProperties.
   for (const auto* side : {&a, &b}) {
     const Json& other = side == &a ? b : a;

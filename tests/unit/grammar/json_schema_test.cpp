@@ -165,6 +165,10 @@ TEST_F(JsonSchemaTest, NotWhereItCanBeSaidPositively) {
         {R"("a")", R"("b\"c")", R"("é")"});
   Check(R"({"not": {"const": "x"}, "maxLength": 2})", {R"("y")", R"("xx")", "1", "null"}, {R"("x")", R"("xyz")"});
   Check(R"({"enum": ["a", "b", 3], "not": {"enum": ["b"]}})", {R"("a")", "3"}, {R"("b")"});
+  // A merge that would let one side's patternProperties admit keys the other side's
+  // additionalProperties forbids is refused, not widened (found by the whole MaskBench).
+  EXPECT_FALSE(CompileJsonSchema(R"({"allOf": [{"enum": [{"foo": 1}]}, {"not": {"not": {"patternProperties": {"f.*o": {"type": "integer"}}}}}]})").ok());
+  EXPECT_FALSE(CompileJsonSchema(R"({"enum": [{"foo": 1}], "patternProperties": {"f.*o": {"type": "integer"}}})").ok());
   // No positive form: fractional numbers only, a `not` with more than one keyword, numbers
   // excluded, a string with two JSON spellings.
   EXPECT_FALSE(CompileJsonSchema(R"({"type": "number", "not": {"type": "integer"}})").ok());
