@@ -169,6 +169,7 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     return false;
   }
   base.priority = in.priority;
+  base.structured = in.structured;
   const int max_len = max_model_len();
   for (std::vector<int32_t>& tokens : prompts) {
     GenerationRequest& r = requests->emplace_back(base);
@@ -207,7 +208,11 @@ bool RequestBuilder::Submit(const GenerationInput& in, const Caller& caller, Sub
       for (auto& s : out->streams) engine.Abort(s->id());
       out->streams.clear();
       const StatusCode code = stream.status().code();
-      const char* param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt") : "";
+      const char* param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt")
+                          : in.structured.active() && (code == StatusCode::kInvalidArgument ||
+                                                       code == StatusCode::kDeadlineExceeded)
+                              ? "response_format"
+                              : "";
       *error = ApiError{stream.status(), param, CodeFor(code), 0};
       ctx_->CountRejected();
       return false;

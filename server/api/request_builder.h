@@ -63,6 +63,7 @@ struct GenerationInput {
   bool session_if_free = false;       // see GenerationRequest::session_if_free
   std::string cache_salt;             // prefix-cache isolation within the tenant (extension)
   int priority = 0;                   // lower runs first (extension)
+  StructuredOutputSpec structured;    // the output's constraint (response_format and kin)
 };
 
 // Who sent it, as the front end authenticated it.

@@ -263,10 +263,94 @@ void RefuseUnsupported(FieldReader* r) {
     r->Fail("tool_choice", "'tool_choice' other than \"none\" is not supported");
   }
   if (r->Get("function_call") != nullptr) r->Fail("function_call", "'function_call' is not supported");
+}
+
+// Structured outputs, as the clients of three servers send them: OpenAI's response_format
+// (text, json_object, json_schema), vLLM's structured_outputs object and its older guided_*
+// fields, llama.cpp's json_schema and grammar. At most one of them; the engine compiles it
+// (an unsupported keyword is a 400 from Submit, naming it and its JSON pointer).
+bool ParseStructured(FieldReader* r, StructuredOutputSpec* out) {
+  using Kind = StructuredOutputSpec::Kind;
+  std::string first;
+  auto set = [&](const std::string& param, Kind kind, std::string text, std::vector<std::string> choices = {}) {
+    if (text.size() > kMaxStructuredBytes) {
+      return r->Fail(param, fmt::format("'{}' is larger than {} bytes", param, kMaxStructuredBytes));
+    }
+    if (!first.empty()) {
+      return r->Fail(param, fmt::format("'{}' and '{}' both constrain the output; send one of them", first, param));
+    }
+    first = param;
+    out->kind = kind;
+    out->text = std::move(text);
+    out->choices = std::move(choices);
+    return true;
+  };
+  // A schema as an object (or a boolean), or as its text (vLLM accepts both).
+  auto schema = [&](const std::string& param, const json& v) {
+    if (v.is_string()) return set(param, Kind::kJsonSchema, v.get<std::string>());
+    if (!v.is_object() && !v.is_boolean()) return r->Fail(param, fmt::format("'{}' must be a JSON Schema", param));
+    return set(param, Kind::kJsonSchema, v.dump());
+  };
+  auto text = [&](const std::string& param, const json& v, Kind kind) {
+    if (!v.is_string()) return r->Fail(param, fmt::format("'{}' must be a string", param));
+    return set(param, kind, v.get<std::string>());
+  };
+  auto choice = [&](const std::string& param, const json& v) {
+    std::vector<std::string> choices;
+    size_t bytes = 0;
+    for (const json& c : v.is_array() ? v : json::array()) {
+      if (!c.is_string()) break;
+      choices.push_back(c.get<std::string>());
+      bytes += choices.back().size();
+    }
+    if (!v.is_array() || v.empty() || choices.size() != v.size()) {
+      return r->Fail(param, fmt::format("'{}' must be a non-empty array of strings", param));
+    }
+    if (bytes > kMaxStructuredBytes) return r->Fail(param, fmt::format("'{}' is larger than {} bytes", param, kMaxStructuredBytes));
+    return set(param, Kind::kChoice, "", std::move(choices));
+  };
   if (const json* v = r->Get("response_format")) {
-    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
-    if (!text) r->Fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+    const json* type = v->is_object() && v->contains("type") ? &(*v)["type"] : nullptr;
+    if (type == nullptr || !type->is_string()) return r->Fail("response_format", "'response_format' must be an object with a 'type'");
+    if (*type == "json_object") {
+      set("response_format", Kind::kJsonObject, "");
+    } else if (*type == "json_schema") {
+      const auto js = v->find("json_schema");
+      if (js == v->end() || !js->is_object() || !js->contains("schema")) {
+        return r->Fail("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+      }
+      schema("response_format.json_schema.schema", (*js)["schema"]);
+    } else if (*type != "text") {
+      return r->Fail("response_format.type", "'response_format.type' must be text, json_object or json_schema");
+    }
   }
+  if (const json* v = r->Get("structured_outputs")) {
+    if (!v->is_object()) return r->Fail("structured_outputs", "'structured_outputs' must be an object");
+    for (const auto& [key, value] : v->items()) {
+      if (value.is_null()) continue;
+      const std::string param = "structured_outputs." + key;
+      if (key == "json") {
+        schema(param, value);
+      } else if (key == "regex") {
+        text(param, value, Kind::kRegex);
+      } else if (key == "choice") {
+        choice(param, value);
+      } else if (key == "grammar") {
+        text(param, value, Kind::kGrammar);
+      } else if (key == "json_object") {
+        if (value == true) set(param, Kind::kJsonObject, "");
+      } else {
+        return r->Fail(param, fmt::format("'{}' is not supported (json, regex, choice, grammar, json_object)", param));
+      }
+    }
+  }
+  if (const json* v = r->Get("guided_json")) schema("guided_json", *v);
+  if (const json* v = r->Get("guided_regex")) text("guided_regex", *v, Kind::kRegex);
+  if (const json* v = r->Get("guided_choice")) choice("guided_choice", *v);
+  if (const json* v = r->Get("guided_grammar")) text("guided_grammar", *v, Kind::kGrammar);
+  if (const json* v = r->Get("json_schema")) schema("json_schema", *v);  // llama.cpp
+  if (const json* v = r->Get("grammar")) text("grammar", *v, Kind::kGrammar);
+  return r->ok();
 }
 
 bool ParseLogitBias(const json& b, std::vector<std::pair<int32_t, float>>* bias, FieldReader* r) {
@@ -298,6 +382,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
 
   r.String("model", &q.model);  // absent: the served model
   RefuseUnsupported(&r);
+  ParseStructured(&r, &q.structured);
   if (kind == ApiKind::kCompletion) {
     const json* p = r.Get("prompt");
     if (p == nullptr) {

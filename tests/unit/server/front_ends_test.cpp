@@ -378,5 +378,51 @@ TEST_F(FrontEndsTest, HealthIsAnsweredWhileARequestBodyIsHandled) {
   EXPECT_EQ(held.get(), std::optional<int>(200));
 }
 
+// Structured outputs over HTTP: a chat completion under response_format json_schema at
+// temperature 1 is valid JSON of its schema whenever it stops; vLLM's guided_choice and
+// llama.cpp's grammar on completions; an unsupported keyword is a 400 naming it and where.
+TEST_F(FrontEndsTest, StructuredOutputsOverHttp) {
+  Start(::kvserve::testing::TestConfig());
+  const json schema = json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 8}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+      "pet": {"enum": ["cat", "dog", null]}}, "required": ["name", "age"], "additionalProperties": false})");
+  auto [status, body] = Http("POST", "/v1/chat/completions",
+                             {{"messages", {{{"role", "user"}, {"content", "Tell me about Lily."}}}},
+                              {"temperature", 1}, {"seed", 3}, {"n", 4}, {"max_tokens", 400},
+                              {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", schema}}}}}});
+  ASSERT_EQ(status, 200) << body.dump();
+  int stopped = 0;
+  for (const json& choice : body["choices"]) {
+    if (choice["finish_reason"] != "stop") continue;
+    ++stopped;
+    const json v = json::parse(choice["message"]["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(v.is_object()) << choice.dump();
+    EXPECT_TRUE(v.contains("name") && v["name"].is_string()) << v.dump();
+    EXPECT_TRUE(v.contains("age") && v["age"].is_number_integer() && v["age"] >= 0 && v["age"] <= 120) << v.dump();
+    for (const auto& [key, value] : v.items()) EXPECT_TRUE(key == "name" || key == "age" || key == "pet") << key;
+  }
+  EXPECT_GT(stopped, 0) << body.dump();
+
+  auto [cstatus, cbody] = Http("POST", "/v1/completions", {{"prompt", "The sky is"}, {"max_tokens", 8},
+                                                             {"guided_choice", {"blue", "grey"}}});
+  ASSERT_EQ(cstatus, 200) << cbody.dump();
+  const std::string text = cbody["choices"][0]["text"];
+  EXPECT_TRUE(text == "blue" || text == "grey") << text;
+  auto [gstatus, gbody] = Http("POST", "/v1/completions", {{"prompt", "Count:"}, {"max_tokens", 8}, {"temperature", 1},
+                                                             {"grammar", "root ::= [1-9] \"-\" [1-9]"}});
+  ASSERT_EQ(gstatus, 200) << gbody.dump();
+  const std::string g = gbody["choices"][0]["text"];
+  EXPECT_TRUE(g.size() == 3 && g[0] >= '1' && g[0] <= '9' && g[1] == '-' && g[2] >= '1' && g[2] <= '9') << g;
+
+  auto [bstatus, bbody] = Http("POST", "/v1/chat/completions", json::parse(R"({
+      "messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "bad",
+          "schema": {"properties": {"a": {"not": {"enum": [1]}}}}}}})"));
+  EXPECT_EQ(bstatus, 400);
+  EXPECT_EQ(bbody["error"]["param"], "response_format");
+  const std::string message = bbody["error"]["message"];
+  EXPECT_NE(message.find("not at /properties/a"), std::string::npos) << message;
+}
+
 }  // namespace front_ends_test
 }  // namespace kvserve

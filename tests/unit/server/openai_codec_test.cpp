@@ -3,6 +3,7 @@
 #include "server/http/openai_codec.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace kvserve {
 namespace openai_codec_test {
@@ -111,12 +112,43 @@ TEST(OpenAiCodecTest, UnimplementedParametersAreRefusedByName) {
                        ApiKind::kChat).param, "functions");
   EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"function_call":"auto"})",
                        ApiKind::kChat).param, "function_call");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
-                       ApiKind::kChat).param, "response_format");
   // The values that mean "nothing special" are accepted.
   ParseOk(R"({"prompt":"x","best_of":1,"suffix":"","tools":[],"tool_choice":"none"})");
   ParseOk(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"},"tools":null})",
           ApiKind::kChat);
+}
+
+// Structured outputs as OpenAI, vLLM and llama.cpp clients send them; one at most.
+TEST(OpenAiCodecTest, StructuredOutputFields) {
+  using Kind = StructuredOutputSpec::Kind;
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  OpenAiRequest q = ParseOk(chat + R"("response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,
+      "schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})", ApiKind::kChat);
+  EXPECT_EQ(q.structured.kind, Kind::kJsonSchema);
+  EXPECT_EQ(nlohmann::json::parse(q.structured.text), nlohmann::json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}}})"));
+  EXPECT_EQ(ParseOk(chat + R"("response_format":{"type":"json_object"}})", ApiKind::kChat).structured.kind, Kind::kJsonObject);
+  EXPECT_EQ(ParseOk(chat + R"("response_format":{"type":"text"}})", ApiKind::kChat).structured.kind, Kind::kNone);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","structured_outputs":{"regex":"[a-z]+"}})").structured.kind, Kind::kRegex);
+  q = ParseOk(R"({"prompt":"x","structured_outputs":{"choice":["yes","no"]}})");
+  EXPECT_EQ(q.structured.kind, Kind::kChoice);
+  EXPECT_EQ(q.structured.choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_json":"{\"type\":\"boolean\"}"})").structured.text, R"({"type":"boolean"})");
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_grammar":"root ::= \"a\""})").structured.kind, Kind::kGrammar);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_choice":["a"]})").structured.kind, Kind::kChoice);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_regex":"a|b"})").structured.kind, Kind::kRegex);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","json_schema":{"type":"null"}})").structured.kind, Kind::kJsonSchema);  // llama.cpp
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","grammar":"root ::= [0-9]+"})").structured.kind, Kind::kGrammar);
+  // Malformed ones name their field; two constraints at once are refused.
+  EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"xml"}})", ApiKind::kChat).param, "response_format.type");
+  EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"json_schema"}})", ApiKind::kChat).param,
+            "response_format.json_schema");
+  EXPECT_EQ(ParseError(chat + R"("response_format":"json"})", ApiKind::kChat).param, "response_format");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","guided_choice":[]})").param, "guided_choice");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","guided_regex":5})").param, "guided_regex");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","structured_outputs":{"xml":"<a/>"}})").param, "structured_outputs.xml");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","guided_regex":"a","grammar":"root ::= \"a\""})").param, "grammar");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","guided_regex":")" + std::string(kMaxStructuredBytes + 1, 'a') + R"("})").param,
+            "guided_regex");
 }
 
 TEST(OpenAiCodecTest, NIsOneRangeEverywhere) {
