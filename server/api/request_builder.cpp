@@ -208,11 +208,11 @@ bool RequestBuilder::Submit(const GenerationInput& in, const Caller& caller, Sub
       for (auto& s : out->streams) engine.Abort(s->id());
       out->streams.clear();
       const StatusCode code = stream.status().code();
-      const char* param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt")
-                          : in.structured.active() && (code == StatusCode::kInvalidArgument ||
-                                                       code == StatusCode::kDeadlineExceeded)
-                              ? "response_format"
-                              : "";
+      const std::string param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt")
+                                : in.structured.active() && (code == StatusCode::kInvalidArgument ||
+                                                             code == StatusCode::kDeadlineExceeded)
+                                    ? in.structured_param
+                                    : "";
       *error = ApiError{stream.status(), param, CodeFor(code), 0};
       ctx_->CountRejected();
       return false;

@@ -64,6 +64,7 @@ struct GenerationInput {
   std::string cache_salt;             // prefix-cache isolation within the tenant (extension)
   int priority = 0;                   // lower runs first (extension)
   StructuredOutputSpec structured;    // the output's constraint (response_format and kin)
+  std::string structured_param = "response_format";  // the field it came in, for errors
 };
 
 // Who sent it, as the front end authenticated it.

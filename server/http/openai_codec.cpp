@@ -269,7 +269,7 @@ void RefuseUnsupported(FieldReader* r) {
 // (text, json_object, json_schema), vLLM's structured_outputs object and its older guided_*
 // fields, llama.cpp's json_schema and grammar. At most one of them; the engine compiles it
 // (an unsupported keyword is a 400 from Submit, naming it and its JSON pointer).
-bool ParseStructured(FieldReader* r, StructuredOutputSpec* out) {
+bool ParseStructured(FieldReader* r, StructuredOutputSpec* out, std::string* param_out) {
   using Kind = StructuredOutputSpec::Kind;
   std::string first;
   auto set = [&](const std::string& param, Kind kind, std::string text, std::vector<std::string> choices = {}) {
@@ -280,6 +280,7 @@ bool ParseStructured(FieldReader* r, StructuredOutputSpec* out) {
       return r->Fail(param, fmt::format("'{}' and '{}' both constrain the output; send one of them", first, param));
     }
     first = param;
+    *param_out = param.substr(0, param.find('.')) == "response_format" ? "response_format" : param;
     out->kind = kind;
     out->text = std::move(text);
     out->choices = std::move(choices);
@@ -382,7 +383,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
 
   r.String("model", &q.model);  // absent: the served model
   RefuseUnsupported(&r);
-  ParseStructured(&r, &q.structured);
+  ParseStructured(&r, &q.structured, &q.structured_param);
   if (kind == ApiKind::kCompletion) {
     const json* p = r.Get("prompt");
     if (p == nullptr) {
@@ -475,10 +476,24 @@ bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiErro
     ParseMessages(*input, &q.messages, &r, "input", /*input_items=*/true);
   }
   if (const json* text = r.Get("text")) {
+    // The Responses API's structured outputs: {"type": "json_schema", "name", "schema",
+    // "strict"} (flat, unlike chat's response_format) or {"type": "json_object"}.
     const json* format = text->is_object() && text->contains("format") ? &(*text)["format"] : nullptr;
-    if (!text->is_object() || (format != nullptr && !format->is_null() &&
-                               !(format->is_object() && format->value("type", "") == "text"))) {
-      r.Fail("text.format", "'text.format' other than {\"type\": \"text\"} is not supported");
+    const std::string type = format != nullptr && format->is_object() ? format->value("type", "") : "";
+    if (!text->is_object() || (format != nullptr && !format->is_null() && type != "text" && type != "json_object" &&
+                               !(type == "json_schema" && format->contains("schema")))) {
+      r.Fail("text.format", "'text.format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                            "{\"type\": \"json_schema\", \"schema\": ...}");
+    } else if (type == "json_object" || type == "json_schema") {
+      const std::string schema = type == "json_schema" ? (*format)["schema"].dump() : "";
+      if (schema.size() > kMaxStructuredBytes) {
+        r.Fail("text.format.schema", fmt::format("'text.format.schema' is larger than {} bytes", kMaxStructuredBytes));
+      } else {
+        q.structured.kind = type == "json_schema" ? StructuredOutputSpec::Kind::kJsonSchema
+                                                 : StructuredOutputSpec::Kind::kJsonObject;
+        q.structured.text = schema;
+        q.structured_param = "text.format";
+      }
     }
   }
   std::string instructions;

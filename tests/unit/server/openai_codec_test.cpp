@@ -136,6 +136,10 @@ TEST(OpenAiCodecTest, StructuredOutputFields) {
   EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_grammar":"root ::= \"a\""})").structured.kind, Kind::kGrammar);
   EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_choice":["a"]})").structured.kind, Kind::kChoice);
   EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_regex":"a|b"})").structured.kind, Kind::kRegex);
+  // The field a compile error will name.
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","guided_regex":"a|b"})").structured_param, "guided_regex");
+  EXPECT_EQ(ParseOk(chat + R"("response_format":{"type":"json_object"}})", ApiKind::kChat).structured_param,
+            "response_format");
   EXPECT_EQ(ParseOk(R"({"prompt":"x","json_schema":{"type":"null"}})").structured.kind, Kind::kJsonSchema);  // llama.cpp
   EXPECT_EQ(ParseOk(R"({"prompt":"x","grammar":"root ::= [0-9]+"})").structured.kind, Kind::kGrammar);
   // Malformed ones name their field; two constraints at once are refused.

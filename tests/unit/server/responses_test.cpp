@@ -190,6 +190,17 @@ TEST_F(ResponsesTest, BadRequestsNameTheirField) {
   EXPECT_EQ(param({{"input", "x"}, {"max_output_tokens", 0}}), "max_output_tokens");
   EXPECT_EQ(param({{"input", "x"}, {"tools", json::array({{{"type", "function"}}})}}), "tools");
   EXPECT_EQ(param({{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}}}}}}), "text.format");
+  // Structured outputs: a schema the engine cannot enforce names text.format; one it can is
+  // followed (a boolean, whatever the random-ish model prefers).
+  EXPECT_EQ(param(json::parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "b",
+                                 "schema": {"not": {"enum": [1]}}}}})")), "text.format");
+  auto [status, body] = Reply(Call("POST", "/v1/responses", R"({"input": "Is it?", "max_output_tokens": 200,
+      "text": {"format": {"type": "json_schema", "name": "b", "strict": true, "schema": {"type": "boolean"}}}})"));
+  ASSERT_EQ(status, 200) << body;
+  const json done = json::parse(body);
+  ASSERT_EQ(done["status"], "completed") << body;
+  const json value = json::parse(done["output"][0]["content"][0]["text"].get<std::string>(), nullptr, false);
+  EXPECT_TRUE(value.is_boolean()) << body;
   EXPECT_EQ(Reply(Call("POST", "/v1/responses", json{{"input", "x"}, {"previous_response_id", "resp_none"}}.dump()))
                 .first,
             404);
