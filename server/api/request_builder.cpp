@@ -169,6 +169,13 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     return false;
   }
   base.priority = in.priority;
+  size_t structured_bytes = in.structured.text.size();
+  for (const std::string& c : in.structured.choices) structured_bytes += c.size();
+  if (structured_bytes > kMaxStructuredBytes) {
+    *error = InvalidField(in.structured_param, fmt::format("'{}' is larger than {} bytes", in.structured_param,
+                                                           kMaxStructuredBytes));
+    return false;
+  }
   base.structured = in.structured;
   const int max_len = max_model_len();
   for (std::vector<int32_t>& tokens : prompts) {

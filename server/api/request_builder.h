@@ -67,6 +67,10 @@ struct GenerationInput {
   std::string structured_param = "response_format";  // the field it came in, for errors
 };
 
+// A structured output's text (schema, regex, grammar, choices together) is refused past this
+// size (INVALID_ARGUMENT naming the field it came in).
+inline constexpr size_t kMaxStructuredBytes = 256 * 1024;
+
 // Who sent it, as the front end authenticated it.
 struct Caller {
   std::string tenant;          // ApiKeyAuth's identity; "" with authentication off

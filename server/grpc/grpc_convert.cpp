@@ -13,6 +13,23 @@ void FillOptions(const v1::RequestOptions& in, GenerationInput* out) {
   out->session_id = in.session_id();
   out->cache_salt = in.cache_salt();
   out->priority = in.priority();
+  if (in.has_structured()) {
+    using Kind = StructuredOutputSpec::Kind;
+    const v1::StructuredOutput& so = in.structured();
+    StructuredOutputSpec& spec = out->structured;
+    switch (so.kind_case()) {
+      case v1::StructuredOutput::kJsonSchema: spec.kind = Kind::kJsonSchema, spec.text = so.json_schema(); break;
+      case v1::StructuredOutput::kJsonObject: spec.kind = so.json_object() ? Kind::kJsonObject : Kind::kNone; break;
+      case v1::StructuredOutput::kRegex: spec.kind = Kind::kRegex, spec.text = so.regex(); break;
+      case v1::StructuredOutput::kChoice:
+        spec.kind = Kind::kChoice;
+        spec.choices.assign(so.choice().choices().begin(), so.choice().choices().end());
+        break;
+      case v1::StructuredOutput::kGrammar: spec.kind = Kind::kGrammar, spec.text = so.grammar(); break;
+      case v1::StructuredOutput::KIND_NOT_SET: break;
+    }
+    out->structured_param = "options.structured";
+  }
 }
 
 // Fills `out` from the proto; max_tokens stays unset when the proto leaves it unset.

@@ -267,15 +267,13 @@ void RefuseUnsupported(FieldReader* r) {
 
 // Structured outputs, as the clients of three servers send them: OpenAI's response_format
 // (text, json_object, json_schema), vLLM's structured_outputs object and its older guided_*
-// fields, llama.cpp's json_schema and grammar. At most one of them; the engine compiles it
+// fields, llama.cpp's json_schema and grammar. At most one of them (its size is checked by the
+// RequestBuilder, for both front ends); the engine compiles it
 // (an unsupported keyword is a 400 from Submit, naming it and its JSON pointer).
 bool ParseStructured(FieldReader* r, StructuredOutputSpec* out, std::string* param_out) {
   using Kind = StructuredOutputSpec::Kind;
   std::string first;
   auto set = [&](const std::string& param, Kind kind, std::string text, std::vector<std::string> choices = {}) {
-    if (text.size() > kMaxStructuredBytes) {
-      return r->Fail(param, fmt::format("'{}' is larger than {} bytes", param, kMaxStructuredBytes));
-    }
     if (!first.empty()) {
       return r->Fail(param, fmt::format("'{}' and '{}' both constrain the output; send one of them", first, param));
     }
@@ -298,16 +296,13 @@ bool ParseStructured(FieldReader* r, StructuredOutputSpec* out, std::string* par
   };
   auto choice = [&](const std::string& param, const json& v) {
     std::vector<std::string> choices;
-    size_t bytes = 0;
     for (const json& c : v.is_array() ? v : json::array()) {
       if (!c.is_string()) break;
       choices.push_back(c.get<std::string>());
-      bytes += choices.back().size();
     }
     if (!v.is_array() || v.empty() || choices.size() != v.size()) {
       return r->Fail(param, fmt::format("'{}' must be a non-empty array of strings", param));
     }
-    if (bytes > kMaxStructuredBytes) return r->Fail(param, fmt::format("'{}' is larger than {} bytes", param, kMaxStructuredBytes));
     return set(param, Kind::kChoice, "", std::move(choices));
   };
   if (const json* v = r->Get("response_format")) {
@@ -485,15 +480,10 @@ bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiErro
       r.Fail("text.format", "'text.format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
                             "{\"type\": \"json_schema\", \"schema\": ...}");
     } else if (type == "json_object" || type == "json_schema") {
-      const std::string schema = type == "json_schema" ? (*format)["schema"].dump() : "";
-      if (schema.size() > kMaxStructuredBytes) {
-        r.Fail("text.format.schema", fmt::format("'text.format.schema' is larger than {} bytes", kMaxStructuredBytes));
-      } else {
-        q.structured.kind = type == "json_schema" ? StructuredOutputSpec::Kind::kJsonSchema
-                                                 : StructuredOutputSpec::Kind::kJsonObject;
-        q.structured.text = schema;
-        q.structured_param = "text.format";
-      }
+      q.structured.kind = type == "json_schema" ? StructuredOutputSpec::Kind::kJsonSchema
+                                               : StructuredOutputSpec::Kind::kJsonObject;
+      q.structured.text = type == "json_schema" ? (*format)["schema"].dump() : "";
+      q.structured_param = "text.format";
     }
   }
   std::string instructions;

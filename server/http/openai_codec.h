@@ -43,8 +43,6 @@ struct OpenAiRequest : GenerationInput {
   std::string user;
 };
 
-// A structured output's text (schema, regex, grammar, choices) is refused past this size.
-inline constexpr size_t kMaxStructuredBytes = 256 * 1024;
 // At most this many prompts in one completions batch.
 inline constexpr int kMaxBatchPrompts = 64;
 // Deeper JSON bodies are refused (no request field nests more than a few levels).

@@ -422,6 +422,25 @@ TEST_F(FrontEndsTest, StructuredOutputsOverHttp) {
   EXPECT_EQ(bbody["error"]["param"], "response_format");
   const std::string message = bbody["error"]["message"];
   EXPECT_NE(message.find("not at /properties/a"), std::string::npos) << message;
+  // Over the size limit: refused by the builder, naming the field.
+  auto [lstatus, lbody] = Http("POST", "/v1/completions", {{"prompt", "x"}, {"guided_regex", std::string(kMaxStructuredBytes + 1, 'a')}});
+  EXPECT_EQ(lstatus, 400);
+  EXPECT_EQ(lbody["error"]["param"], "guided_regex");
+
+  // gRPC: the same constraint as a oneof in the request options.
+  v1::GenerateRequest greq = GrpcGreedy("The answer is", 40);
+  greq.mutable_sampling()->set_ignore_eos(false);
+  greq.mutable_options()->mutable_structured()->set_json_schema(R"({"enum": ["yes", "no"]})");
+  v1::GenerateResponse response;
+  ASSERT_TRUE(stub_->Generate(Context().get(), greq, &response).ok());
+  std::string out;
+  for (const auto& c : response.choices()) out += c.text();
+  const json answer = json::parse(out, nullptr, false);  // JSON whitespace around it is allowed
+  EXPECT_TRUE(answer == "yes" || answer == "no") << out;
+  greq.mutable_options()->mutable_structured()->set_json_schema(R"({"not": {"enum": [1]}})");
+  grpc::Status st = stub_->Generate(Context().get(), greq, &response);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("not at /"), std::string::npos) << st.error_message();
 }
 
 }  // namespace front_ends_test
