@@ -34,33 +34,6 @@ struct Hash128 {
 
 }  // namespace
 
-std::shared_ptr<const SharedMaskCache::Entry> SharedMaskCache::Find(const std::string& key) {
-  std::lock_guard lock(mu_);
-  const auto it = index_.find(key);
-  if (it == index_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
-}
-
-std::shared_ptr<const SharedMaskCache::Entry> SharedMaskCache::Insert(const std::string& key,
-                                                                      std::shared_ptr<const Entry> entry) {
-  std::lock_guard lock(mu_);
-  const auto it = index_.find(key);
-  if (it != index_.end()) return it->second->second;
-  lru_.emplace_front(key, std::move(entry));
-  index_.emplace(key, lru_.begin());
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  return lru_.front().second;
-}
-
-size_t SharedMaskCache::size() const {
-  std::lock_guard lock(mu_);
-  return lru_.size();
-}
-
 CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared)
     : grammar_(std::move(grammar)),
       trie_(trie),

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,10 +22,10 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/lex_grammar.h"
+#include "engine/grammar/lru_cache.h"
 #include "engine/grammar/token_trie.h"
 
 namespace kvserve {
@@ -36,23 +35,14 @@ namespace kvserve {
 // trie nodes where a lexeme ends. Schemas repeat their lexemes (a plain string, an integer, a
 // date), so every grammar over one vocabulary shares these walks. Least recently used out
 // first; thread-safe.
-class SharedMaskCache {
+struct SharedMaskEntry {
+  TokenMask inside;
+  std::vector<int32_t> boundary;  // trie nodes whose byte cannot continue, after a lexeme ended
+};
+class SharedMaskCache : public LruCache<std::shared_ptr<const SharedMaskEntry>> {
  public:
-  explicit SharedMaskCache(size_t capacity = 2048) : capacity_(std::max<size_t>(capacity, 1)) {}
-  struct Entry {
-    TokenMask inside;
-    std::vector<int32_t> boundary;  // trie nodes whose byte cannot continue, after a lexeme ended
-  };
-  std::shared_ptr<const Entry> Find(const std::string& key);
-  // Keeps the first entry of a key.
-  std::shared_ptr<const Entry> Insert(const std::string& key, std::shared_ptr<const Entry> entry);
-  size_t size() const;
-
- private:
-  const size_t capacity_;
-  mutable std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const Entry>>> lru_;  // most recent first
-  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+  using Entry = SharedMaskEntry;
+  explicit SharedMaskCache(size_t capacity = 2048) : LruCache(capacity) {}
 };
 
 class CompiledGrammar {

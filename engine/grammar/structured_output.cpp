@@ -72,32 +72,22 @@ const char* StructuredOutputSpec::kind_name() const {
 
 GrammarCache::GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit)
     : tokenizer_(tokenizer),
-      capacity_(std::max<size_t>(capacity, 1)),
       time_limit_(time_limit),
-      shared_masks_(std::make_shared<SharedMaskCache>()) {}
+      shared_masks_(std::make_shared<SharedMaskCache>()),
+      compiled_(capacity) {}
 
 const TokenTrie* GrammarCache::Trie() {
   std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tokenizer_); });
   return trie_.get();
 }
 
-size_t GrammarCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return lru_.size();
-}
-
 StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& spec) {
-  std::string key = KeyOf(spec);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return Compiled{it->second->grammar, it->second->ignored, /*cache_hit=*/true, 0};
-    }
+  const std::string key = KeyOf(spec);
+  if (std::shared_ptr<const Entry> hit = compiled_.Find(key)) {
+    return Compiled{hit->grammar, hit->ignored, /*cache_hit=*/true, 0};
   }
-  // Compiled outside the lock: a slow schema holds its own caller only (two callers missing on
-  // one key both compile; the second insert finds the first).
+  // Compiled outside any lock: a slow schema holds its own caller only (two callers missing on
+  // one key both compile; the cache keeps the first).
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> ignored;
   StatusOr<LexGrammar> grammar = BuildGrammar(spec, time_limit_, &ignored);
@@ -119,16 +109,7 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
     return DeadlineExceededError("compiling the " + std::string(spec.kind_name()) + " took longer than " +
                                  std::to_string(time_limit_.count()) + " ms");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    lru_.push_front(Entry{key, compiled, ignored});
-    index_.emplace(std::move(key), lru_.begin());
-    while (lru_.size() > capacity_) {
-      index_.erase(lru_.back().key);
-      lru_.pop_back();
-    }
-  }
+  compiled_.Insert(key, std::make_shared<const Entry>(Entry{compiled, ignored}));
   return Compiled{std::move(compiled), std::move(ignored), /*cache_hit=*/false, seconds};
 }
 

@@ -11,14 +11,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/grammar/lru_cache.h"
 #include "engine/grammar/matcher.h"
 #include "engine/grammar/output_spec.h"
 #include "engine/grammar/token_trie.h"
@@ -42,26 +41,20 @@ class GrammarCache {
   // REQUIRES: spec.active().
   [[nodiscard]] StatusOr<Compiled> Get(const StructuredOutputSpec& spec);
 
-  size_t size() const;
 
  private:
   struct Entry {
-    std::string key;
     std::shared_ptr<CompiledGrammar> grammar;
     std::vector<std::string> ignored;
   };
   const TokenTrie* Trie();
-  StatusOr<Compiled> Compile(const StructuredOutputSpec& spec);
 
   const Tokenizer* tokenizer_;
-  const size_t capacity_;
   const std::chrono::milliseconds time_limit_;
   std::once_flag trie_once_;
   std::unique_ptr<TokenTrie> trie_;
   std::shared_ptr<SharedMaskCache> shared_masks_;  // walks its grammars share
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  LruCache<std::shared_ptr<const Entry>> compiled_;
 };
 
 }  // namespace kvserve
