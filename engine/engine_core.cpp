@@ -184,6 +184,9 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
   auto request = std::make_unique<Request>();
   request->submitted = Clock::now();
   if (r.structured.active()) {
+    for (const std::string& t : r.structured.triggers) {
+      if (t.empty()) return InvalidArgumentError("a structured output's trigger must not be empty");
+    }
     // On the caller's thread: a slow compile holds this request only.
     StatusOr<GrammarCache::Compiled> compiled = grammars_->Get(r.structured);
     if (!compiled.ok()) {

@@ -35,7 +35,8 @@ std::unique_ptr<Sequence> OutputProcessor::NewSequence(Request* r, int choice, S
   if (params.seed && choice > 0) params.seed = *params.seed + static_cast<uint64_t>(choice);
   out.sampler = std::make_unique<Sampler>(params, config_.vocab_size, seed, stop_ids_);
   out.sampler->AddPromptTokens(seq->tokens);
-  if (r->grammar) out.grammar = std::make_unique<GrammarMatcher>(r->grammar);
+  if (r->grammar && r->params.structured.triggers.empty()) out.grammar = std::make_unique<GrammarMatcher>(r->grammar);
+  out.awaiting_trigger = r->grammar && !r->params.structured.triggers.empty();
   if (r->params.detokenize) {
     out.detokenizer = std::make_unique<StreamingDetokenizer>(*parts_.tokenizer);
     out.stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
@@ -185,8 +186,9 @@ void OutputProcessor::SampleAndEmit(Sequence* seq, std::span<float> logits) {
   std::optional<FinishReason> finish;
   const bool stop_token = structure_ends || out.sampler->IsStopToken(id);
   if (stop_token) finish = FinishReason::kStop;
+  const std::string rendered_trigger = out.awaiting_trigger && !stop_token ? WatchTrigger(seq, id) : "";
   if (out.detokenizer && !stop_token) {
-    const std::string piece = out.detokenizer->Push(id);
+    const std::string piece = out.detokenizer->Push(id) + rendered_trigger;
     // Stop strings apply once min_tokens have been generated.
     if (seq->num_generated > r->params.sampling.min_tokens) {
       StopMatcherOutput m = out.stop->Feed(piece);
@@ -257,6 +259,38 @@ bool OutputProcessor::SampleStructured(Sequence* seq, std::span<float> logits, S
   // Control tokens have no bytes: the only one allowed is end-of-text, where it may end.
   *ends = !out.grammar->AcceptToken(sampled->id);
   return true;
+}
+
+std::string OutputProcessor::WatchTrigger(Sequence* seq, int32_t id) {
+  SequenceOutput& out = *seq->output;
+  const std::vector<std::string>& triggers = seq->request->params.structured.triggers;
+  const Tokenizer& tok = *parts_.tokenizer;
+  std::string rendered;
+  std::string piece = tok.TokenToPiece(id);
+  if (piece.empty() && tok.token_type(id) == TokenType::kControl) {
+    std::string special = tok.TokenToPiece(id, /*render_special=*/true);
+    if (std::find(triggers.begin(), triggers.end(), special) != triggers.end()) piece = rendered = std::move(special);
+  }
+  out.trigger_tail += piece;
+  size_t at = std::string::npos, longest = 0;
+  for (const std::string& t : triggers) {
+    at = std::min(at, out.trigger_tail.find(t));
+    longest = std::max(longest, t.size());
+  }
+  if (at == std::string::npos) {
+    // Only a trigger's first bytes can be left over for the next token.
+    if (out.trigger_tail.size() >= longest) out.trigger_tail.erase(0, out.trigger_tail.size() - (longest - 1));
+    return rendered;
+  }
+  auto matcher = std::make_unique<GrammarMatcher>(seq->request->grammar);
+  if (matcher->AcceptBytes(std::string_view(out.trigger_tail).substr(at))) {
+    out.grammar = std::move(matcher);
+  } else {  // the token went on past the trigger where the grammar does not: the text stays free
+    LOG_DEBUG("request {}: text after a trigger does not match its grammar", seq->request->id);
+  }
+  out.awaiting_trigger = false;
+  out.trigger_tail.clear();
+  return rendered;
 }
 
 void OutputProcessor::MaybeCompact(Sequence* seq) {

@@ -47,6 +47,10 @@ struct SequenceOutput {
   std::unique_ptr<GrammarMatcher> grammar;
   TokenMask mask;
   bool mask_ready = false;
+  // A lazy grammar (StructuredOutputSpec::triggers) not started yet, and the output's last
+  // bytes, where a trigger is looked for after each token.
+  bool awaiting_trigger = false;
+  std::string trigger_tail;
   // Prompt logprobs: entry k is prompt token k's (entry 0 has none); its size is
   // Sequence::num_prompt_logprobs until the entries are sent (moved into one delta).
   std::vector<TokenLogprob> prompt_logprobs;
@@ -120,6 +124,9 @@ class OutputProcessor {
   void ReleaseSequence(Sequence* seq);
   void MaybeFinishRequest(Request* request);
   // Compaction of `seq`'s old context when it is due; a failed block conversion fails its request.
+  // A lazy grammar: looks for a trigger in the output after `id` and starts the grammar at it.
+  // Returns the text a control token that is a trigger adds to the output ("" otherwise).
+  std::string WatchTrigger(Sequence* seq, int32_t id);
   void MaybeCompact(Sequence* seq);
 
   const OutputProcessorConfig config_;

@@ -18,6 +18,24 @@ struct StructuredOutputSpec {
   // JSON: whitespace bytes allowed in each gap between tokens of the text (a model cannot
   // loop on spaces); -1: any amount.
   int max_whitespace = 20;
+  // Tool calls: a JSON value framed and repeated (kJsonSchema only):
+  //   prefix item_prefix VALUE item_suffix (separator item_prefix VALUE item_suffix)* suffix
+  // with min_items..max_items values (max_items -1: no limit). Inactive when every string is
+  // empty and both counts are 1.
+  struct Frame {
+    std::string prefix, item_prefix, item_suffix, separator, suffix;
+    int min_items = 1;
+    int max_items = 1;
+    bool active() const {
+      return !(prefix.empty() && item_prefix.empty() && item_suffix.empty() && separator.empty() &&
+               suffix.empty() && min_items == 1 && max_items == 1);
+    }
+  } frame;
+  // Lazy constraint (tool_choice auto): the output is free until one of these texts appears in
+  // it; from the start of that text on, the grammar applies (the grammar starts with it). A
+  // control token whose text is a trigger (Mistral's [TOOL_CALLS]) counts, and its text is
+  // then part of the output. Empty: the grammar applies from the first token.
+  std::vector<std::string> triggers;
 
   bool active() const { return kind != Kind::kNone; }
   // "json_schema", "json_object", "regex", "choice", "grammar" ("none" for kNone).

@@ -1,6 +1,8 @@
 // StructuredOutputSpec and GrammarCache (see structured_output.h).
 #include "engine/grammar/structured_output.h"
 
+#include <algorithm>
+#include <span>
 #include <utility>
 
 #include "engine/grammar/grammar.h"
@@ -22,7 +24,56 @@ std::string KeyOf(const StructuredOutputSpec& spec) {
   };
   add(spec.text);
   for (const std::string& c : spec.choices) add(c);
+  if (spec.frame.active()) {
+    const StructuredOutputSpec::Frame& f = spec.frame;
+    key += "|frame" + std::to_string(f.min_items) + ',' + std::to_string(f.max_items) + '|';
+    for (const std::string* s : {&f.prefix, &f.item_prefix, &f.item_suffix, &f.separator, &f.suffix}) add(*s);
+  }
   return key;
+}
+
+// `value` (a JSON Schema's grammar) framed as spec.frame says. The value is the root's first
+// alternative (without the whitespace JSON allows after a value: the frame's text follows).
+// The frame's texts between values are literal lexemes: first = prefix + item_prefix, between
+// = item_suffix + separator + item_prefix, last = item_suffix + suffix.
+StatusOr<LexGrammar> FrameGrammar(LexGrammar g, const StructuredOutputSpec::Frame& f) {
+  if (f.min_items < 1 || (f.max_items >= 0 && f.max_items < f.min_items)) {
+    return InvalidArgumentError("a framed value needs 1 <= min_items <= max_items");
+  }
+  const std::vector<int32_t> value = g.rules[static_cast<size_t>(g.root)].front();
+  auto literal = [&g](const std::string& text) {
+    std::vector<int32_t> symbols;
+    if (!text.empty()) {
+      const std::string key = "frame:" + text;
+      int32_t id = g.FindLexeme(key);
+      if (id < 0) id = g.AddLexeme(key, ChoiceDfa(std::span<const std::string>(&text, 1)));
+      symbols.push_back(LexGrammar::Lexeme(id));
+    }
+    return symbols;
+  };
+  auto concat = [](std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<int32_t> first = literal(f.prefix + f.item_prefix);
+  const std::vector<int32_t> between = literal(f.item_suffix + f.separator + f.item_prefix);
+  const std::vector<int32_t> last = literal(f.item_suffix + f.suffix);
+  // rest[i]: what follows the i-th value (1-based); the last one may repeat itself (no limit).
+  const int levels = f.max_items < 0 ? f.min_items : f.max_items;
+  std::vector<int32_t> rest(static_cast<size_t>(levels) + 1, -1);
+  for (int i = 1; i <= levels; ++i) rest[static_cast<size_t>(i)] = g.AddRule("frame_rest#" + std::to_string(i));
+  for (int i = 1; i <= levels; ++i) {
+    const int32_t r = rest[static_cast<size_t>(i)];
+    if (i >= f.min_items) g.AddAlternative(r, last);
+    if (f.max_items < 0 || i < f.max_items) {
+      const int32_t next = rest[static_cast<size_t>(std::min(i + 1, levels))];
+      g.AddAlternative(r, concat(concat(between, value), {next}));
+    }
+  }
+  g.root = g.AddRule("framed");
+  g.AddAlternative(g.root, concat(concat(first, value), {rest[1]}));
+  RETURN_IF_ERROR(g.RemoveUnproductive());
+  return g;
 }
 
 StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono::milliseconds time_limit,
@@ -38,6 +89,7 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono:
           CompileJsonSchema(spec.kind == Kind::kJsonObject ? std::string_view(R"({"type":"object"})") : spec.text, options);
       if (!schema.ok()) return schema.status();
       *ignored = std::move(schema->ignored);
+      if (spec.frame.active()) return FrameGrammar(std::move(schema->grammar), spec.frame);
       return std::move(schema->grammar);
     }
     case Kind::kRegex:

@@ -144,7 +144,9 @@ TEST_P(StructuredOutputTest, SixteenSchemasInOneBatchEqualEachAlone) {
     const nlohmann::json value = nlohmann::json::parse(batched.choices[0].text, nullptr, /*allow_exceptions=*/false);
     ASSERT_FALSE(value.is_discarded()) << batched.choices[0].text;
     EXPECT_TRUE(cases[i].valid(value)) << batched.choices[0].text;
-    if (value.is_string() && i == 3) EXPECT_LE(CodePoints(value.get<std::string>()), 6u);
+    if (value.is_string() && i == 3) {
+      EXPECT_LE(CodePoints(value.get<std::string>()), 6u);
+    }
   }
   // Stats are published after the step that ended the streams.
   ASSERT_TRUE(testing::WaitFor([&] { return engine->GetStats().running == 0; }));
@@ -244,6 +246,71 @@ TEST_P(StructuredOutputTest, EndsChoicesLogprobsAndForcedTokens) {
   EXPECT_EQ(nlohmann::json::parse(fixed.choices[0].text), nlohmann::json::parse(R"({"kind":"point","dims":[1,2,3]})"));
   // Stats are published after the step that ended the stream.
   EXPECT_TRUE(testing::WaitFor([&] { return engine->GetStats().grammar_forced_tokens_total > forced_before; }));
+}
+
+// A framed value (the shape of tool calls): prefix, 2-3 items each between item texts, suffix.
+TEST_P(StructuredOutputTest, FramedValuesRepeatBetweenTheirTexts) {
+  auto engine = testing::MakeEngine(model_, testing::TestConfig(512));
+  StructuredOutputSpec spec = Schema(R"({"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":9}},"required":["a"],"additionalProperties":false})");
+  spec.max_whitespace = 0;
+  spec.frame = {.prefix = "[", .item_prefix = "<c>", .item_suffix = "</c>", .separator = "\n", .suffix = "]",
+                .min_items = 2, .max_items = 3};
+  const std::regex shape(R"(\[<c>\{"a":[0-9]\}</c>(\n<c>\{"a":[0-9]\}</c>){1,2}\])");
+  for (int i = 0; i < 4; ++i) {
+    GenerationRequest r = Structured(*model_, "Calls " + std::to_string(i) + ":", spec);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = static_cast<uint64_t>(i);
+    const testing::RunResult res = testing::RunRequest(*engine, std::move(r));
+    ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+    EXPECT_EQ(res.choices[0].finish, FinishReason::kStop);
+    EXPECT_TRUE(std::regex_match(res.choices[0].text, shape)) << res.choices[0].text;
+  }
+  StructuredOutputSpec bad = spec;
+  bad.frame.max_items = 1;  // below min_items
+  EXPECT_EQ(engine->Submit(Structured(*model_, "x", bad)).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A lazy grammar: the text is the free run's until the trigger appears in it (here a token
+// the free run produces); from the trigger on, the grammar holds.
+TEST_P(StructuredOutputTest, TriggerStartsTheGrammarWhereItAppears) {
+  auto engine = testing::MakeEngine(model_, testing::TestConfig(512));
+  const std::string prompt = "Once upon a time there was";
+  const testing::RunResult free_run =
+      testing::RunRequest(*engine, testing::Greedy(model_->tokenizer().Encode(prompt, true), 24));
+  const std::vector<int32_t>& tokens = free_run.choices[0].tokens;
+  // The first token past the third whose piece is two or more ASCII letters and is not seen
+  // earlier in the text.
+  std::string text, trigger;
+  size_t k = 0;
+  for (; k < tokens.size() && trigger.empty(); ++k) {
+    const std::string piece = model_->tokenizer().TokenToPiece(tokens[k]);
+    const std::string word = !piece.empty() && piece[0] == ' ' ? piece.substr(1) : piece;  // SPM: " word"
+    bool letters = word.size() >= 2;
+    for (char c : word) letters = letters && std::isalpha(static_cast<unsigned char>(c));
+    if (k >= 3 && letters && (text + piece).find(piece) == text.size()) trigger = piece;
+    text += piece;
+  }
+  ASSERT_FALSE(trigger.empty()) << free_run.choices[0].text;
+  StructuredOutputSpec spec;
+  spec.kind = Kind::kGrammar;
+  spec.text = "root ::= \"" + trigger + "\" [0-9] [0-9] \"!\"\n";
+  spec.triggers = {"@never@", trigger};
+  GenerationRequest r = testing::Greedy(model_->tokenizer().Encode(prompt, true), 24);
+  r.structured = spec;
+  const testing::RunResult lazy = testing::RunRequest(*engine, std::move(r));
+  ASSERT_TRUE(lazy.status.ok()) << lazy.status.ToString();
+  ASSERT_GE(lazy.choices[0].tokens.size(), k + 1);
+  EXPECT_EQ(std::vector<int32_t>(lazy.choices[0].tokens.begin(), lazy.choices[0].tokens.begin() + static_cast<long>(k)),
+            std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<long>(k)));
+  EXPECT_EQ(lazy.choices[0].finish, FinishReason::kStop);
+  const std::string& out = lazy.choices[0].text;
+  const size_t at = out.find(trigger);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_TRUE(std::regex_match(out.substr(at), std::regex(trigger + "[0-9]{2}!"))) << out;
+  // An empty trigger is refused.
+  StructuredOutputSpec empty = spec;
+  empty.triggers = {""};
+  EXPECT_EQ(engine->Submit(Structured(*model_, "x", empty)).status().code(), StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StructuredOutputTest, ::testing::Values(kGpt2, kSpm),
