@@ -62,4 +62,20 @@ constexpr char kPhi3[] =
     "message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
     "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 
+// Qwen2.5-Instruct's template, the lines that name its tool format and its default system
+// prompt (the whole template: tests/data/qwen2.5-tools.jinja).
+constexpr char kQwen25Excerpt[] =
+    "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": "
+    "<args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n{%- else %}\n"
+    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n"
+    "{%- endif %}";
+// Mistral-7B-Instruct-v0.3's template, the lines that name its tool format.
+constexpr char kMistralV03Excerpt[] =
+    "{{- bos_token }}\n{%- for message in loop_messages %}\n    {%- if message[\"role\"] == \"user\" %}\n"
+    "            {{- \"[AVAILABLE_TOOLS] [\" }}\n            {{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}\n"
+    "    {%- elif message.tool_calls is defined and message.tool_calls is not none %}\n"
+    "        {{- \"[TOOL_CALLS] [\" }}\n";
+
 }  // namespace kvserve::testing

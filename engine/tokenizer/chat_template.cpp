@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "engine/tokenizer/chat_writer.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -79,48 +80,6 @@ std::string FindDefaultSystemPrompt(std::string_view tmpl) {
   return "";
 }
 
-// Builds a RenderedChat: markup is the template's own text, content is a message's text.
-class ChatWriter {
- public:
-  ChatWriter& Markup(std::string_view text) {
-    out_.text.append(text);
-    return *this;
-  }
-  ChatWriter& Content(std::string_view text) {
-    if (text.empty()) return *this;
-    const size_t begin = out_.text.size();
-    out_.text.append(text);
-    if (!out_.content.empty() && out_.content.back().end == begin) {
-      out_.content.back().end = out_.text.size();
-    } else {
-      out_.content.push_back({begin, out_.text.size()});
-    }
-    return *this;
-  }
-  // Appends `part` with Python's str.strip() applied to its whole text (markup and content).
-  ChatWriter& Stripped(const ChatWriter& part) {
-    const std::string& t = part.out_.text;
-    const std::string_view kept = StripPythonWhitespace(t);
-    const size_t b = static_cast<size_t>(kept.data() - t.data());
-    const size_t e = b + kept.size();
-    size_t pos = b;
-    for (const TextRange& r : part.out_.content) {
-      const size_t rb = std::max(r.begin, b), re = std::min(r.end, e);
-      if (rb >= re) continue;
-      Markup(std::string_view(t).substr(pos, rb - pos));
-      Content(std::string_view(t).substr(rb, re - rb));
-      pos = re;
-    }
-    if (pos < e) Markup(std::string_view(t).substr(pos, e - pos));
-    return *this;
-  }
-  bool empty() const { return out_.text.empty(); }
-  RenderedChat Take() { return std::move(out_); }
-
- private:
-  RenderedChat out_;
-};
-
 std::string TokenText(const Tokenizer& tok, int32_t id) {
   if (id < 0 || id >= tok.vocab_size()) return "";
   return tok.vocab().tokens[static_cast<size_t>(id)];
@@ -169,9 +128,11 @@ std::string_view StripPythonWhitespace(std::string_view s) {
 }
 
 ChatTemplate ChatTemplate::Make(Kind kind, std::string bos_token, std::string eos_token,
-                                std::string default_system, std::string date_string) {
-  return ChatTemplate(kind, std::move(bos_token), std::move(eos_token), std::move(default_system),
-                      std::move(date_string));
+                                std::string default_system, std::string date_string,
+                                std::optional<ToolFormat> tools) {
+  ChatTemplate c(kind, std::move(bos_token), std::move(eos_token), std::move(default_system), std::move(date_string));
+  if (tools) c.tool_format_ = *tools;
+  return c;
 }
 
 ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
@@ -185,11 +146,16 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
     }
     return ChatTemplate(Kind::kLlama3, bos, eos, "", "");
   }
-  if (Contains(t, "<|im_start|>")) return ChatTemplate(Kind::kChatml, bos, eos, FindDefaultSystemPrompt(t), "");
+  if (Contains(t, "<|im_start|>")) {
+    ChatTemplate c(Kind::kChatml, bos, eos, FindDefaultSystemPrompt(t), "");
+    if (Contains(t, "<tool_call>")) c.tool_format_ = ToolFormat::kHermes;
+    return c;
+  }
   if (Contains(t, "[INST]")) {
     if (Contains(t, "<<SYS>>")) return ChatTemplate(Kind::kLlama2, bos, eos, "", "");
-    if (Contains(t, "eos_token + ' '")) return ChatTemplate(Kind::kMistralV01, bos, eos, "", "");
-    return ChatTemplate(Kind::kMistral, bos, eos, "", "");
+    ChatTemplate c(Contains(t, "eos_token + ' '") ? Kind::kMistralV01 : Kind::kMistral, bos, eos, "", "");
+    if (Contains(t, "[TOOL_CALLS]")) c.tool_format_ = ToolFormat::kMistral;
+    return c;
   }
   if (Contains(t, "<start_of_turn>")) return ChatTemplate(Kind::kGemma, bos, eos, "", "");
   if (Contains(t, "<|user|>") && Contains(t, "<|end|>")) return ChatTemplate(Kind::kPhi3, bos, eos, "", "");
@@ -234,22 +200,37 @@ std::vector<int32_t> ChatTemplate::Encode(const RenderedChat& rendered, const To
   return tok.EncodeWithLiteralRanges(rendered.text, /*add_special=*/!adds_bos(), rendered.content);
 }
 
-StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt) const {
-  ASSIGN_OR_RETURN(RenderedChat rendered, RenderChat(messages, add_generation_prompt));
+StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                           std::span<const ChatTool> tools) const {
+  ASSIGN_OR_RETURN(RenderedChat rendered, RenderChat(messages, add_generation_prompt, tools));
   return std::move(rendered.text);
 }
 
-StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> messages,
-                                                bool add_generation_prompt) const {
+StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                                std::span<const ChatTool> tools) const {
   if (messages.empty()) return InvalidArgumentError("messages must not be empty");
+  bool tool_messages = false;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
-    if (r != "system" && r != "user" && r != "assistant") {
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       return InvalidArgumentError(fmt::format(
-          "messages[{}].role '{}' is not one of 'system', 'user', 'assistant'", i, r));
+          "messages[{}].role '{}' is not one of 'system', 'user', 'assistant', 'tool'", i, r));
     }
+    if (!messages[i].tool_calls.empty() && r != "assistant") {
+      return InvalidArgumentError(fmt::format("messages[{}]: only assistant messages have tool calls", i));
+    }
+    tool_messages = tool_messages || r == "tool" || !messages[i].tool_calls.empty();
   }
+  if (!tools.empty() || tool_messages) return RenderWithTools(messages, add_generation_prompt, tools);
+  return RenderMessages(messages, add_generation_prompt);
+}
+
+std::string ChatTemplate::Llama31Date() const {
+  return !date_string_.empty() ? date_string_ : date_is_today_ ? TodayDateString() : std::string("26 Jul 2024");
+}
+
+StatusOr<RenderedChat> ChatTemplate::RenderMessages(std::span<const ChatMessage> messages,
+                                                    bool add_generation_prompt) const {
   ChatWriter out;
   switch (kind_) {
     case Kind::kLlama2: {
@@ -301,9 +282,7 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
       out.Markup(bos_);
       const bool has_system = messages[0].role == "system";
       const std::string_view system = has_system ? StripPythonWhitespace(messages[0].content) : "";
-      const std::string date = !date_string_.empty() ? date_string_
-                               : date_is_today_     ? TodayDateString()
-                                                    : std::string("26 Jul 2024");
+      const std::string date = Llama31Date();
       out.Markup("<|start_header_id|>system<|end_header_id|>\n\n");
       out.Markup("Cutting Knowledge Date: December 2023\n");
       out.Markup("Today Date: ").Markup(date).Markup("\n\n").Content(system).Markup("<|eot_id|>");

@@ -37,17 +37,32 @@
 // "Assistant:" (" Hello", as detokenized) renders back to the same tokens and a chat session
 // reuses it from the cache on the next turn.
 //
-// Roles: "system", "user", "assistant"; anything else is INVALID_ARGUMENT, and so is an
-// empty message list. Content is text; whitespace stripping follows Python's str.strip()
+// Roles: "system", "user", "assistant", "tool"; anything else is INVALID_ARGUMENT, and so is
+// an empty message list.
+//
+// Tools (chat_tools.cpp): with tools, an assistant turn's tool calls or tool results in the
+// conversation, the template renders them in its family's native format (tool_format()):
+//   llama3.1   tools in the first user message ("Given the following functions..."), a call
+//              as {"name": ..., "parameters": ...}, results in "ipython" turns
+//   hermes     ChatML with "<tool_call>" in its template (Qwen 2.5/3, Hermes): <tools> in the
+//              system turn, calls in <tool_call> blocks, results in <tool_response> blocks
+//   mistral    "[TOOL_CALLS]" in its template (Mistral v0.3+): [AVAILABLE_TOOLS] before the last
+//              user turn, [TOOL_CALLS] [...] and [TOOL_RESULTS] blocks
+//   generic    any other template: the tools and a JSON answer format in the system prompt (or
+//              the first user turn where the template has no system role), calls as
+//              {"tool_call": ...} / {"tool_calls": [...]} content, results as user turns
+// Tool names, arguments, ids and results are content (text), never markup. Content is text; whitespace stripping follows Python's str.strip()
 // where the template uses .strip() or |trim.
 //
 // Immutable after Detect; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -55,10 +70,39 @@
 
 namespace kvserve {
 
+// A tool call of an assistant turn, as the client sends it back: `arguments` is JSON text.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_, std::vector<ChatToolCall> tool_calls_ = {},
+              std::string tool_call_id_ = "", std::string name_ = "")
+      : role(std::move(role_)), content(std::move(content_)), tool_calls(std::move(tool_calls_)),
+        tool_call_id(std::move(tool_call_id_)), name(std::move(name_)) {}
+
   std::string role;
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant
+  std::string tool_call_id;              // tool: the call this result answers
+  std::string name;                      // tool: the function's name, when the client gave it
 };
+
+// A tool the model may call: the client's tool object ({"type": "function", "function":
+// {...}}) as JSON text, compact with ", " and ": " separators as Jinja's tojson writes it, and
+// indented by 4 (Llama 3.1's tojson(indent=4)). The front end serializes it.
+struct ChatTool {
+  std::string name;
+  std::string json;
+  std::string json_indented;
+};
+
+enum class ToolFormat { kGeneric, kLlama31, kHermes, kMistral };
+// "generic", "llama3.1", "hermes", "mistral".
+const char* ToolFormatName(ToolFormat format);
 
 // A rendered prompt and the byte ranges of message content in it (sorted, disjoint).
 struct RenderedChat {
@@ -75,23 +119,26 @@ class ChatTemplate {
   // For tests and callers that know the kind: explicit token texts. `default_system` is
   // ChatML's built-in system prompt; `date_string` the llama3.1 "Today Date" (empty: the
   // template's fixed "26 Jul 2024").
+  // `tools`: the tool format (default: llama3.1 for kLlama31, generic for the others).
   [[nodiscard]] static ChatTemplate Make(Kind kind, std::string bos_token, std::string eos_token,
-                                         std::string default_system = "", std::string date_string = "");
+                                         std::string default_system = "", std::string date_string = "",
+                                         std::optional<ToolFormat> tools = std::nullopt);
 
   // The prompt text with its content ranges. `add_generation_prompt` appends the assistant
   // turn header where the template has one (llama2 and mistral ignore it, as their Jinja
-  // templates do).
-  [[nodiscard]] StatusOr<RenderedChat> RenderChat(std::span<const ChatMessage> messages,
-                                                  bool add_generation_prompt) const;
+  // templates do). `tools`: the tools the model may call (see Tools above).
+  [[nodiscard]] StatusOr<RenderedChat> RenderChat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                                  std::span<const ChatTool> tools = {}) const;
   // RenderChat's text only.
-  [[nodiscard]] StatusOr<std::string> Render(std::span<const ChatMessage> messages,
-                                             bool add_generation_prompt) const;
+  [[nodiscard]] StatusOr<std::string> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                             std::span<const ChatTool> tools = {}) const;
   // Tokenizes a rendered prompt as the template requires (see BOS and control tokens above).
   [[nodiscard]] std::vector<int32_t> Encode(const RenderedChat& rendered, const Tokenizer& tok) const;
 
   // "plain", "chatml", "llama2", "mistral", "mistral-v0.1", "llama3", "llama3.1", "zephyr".
   std::string_view name() const;
   Kind kind() const { return kind_; }
+  ToolFormat tool_format() const { return tool_format_; }
   // True when the rendered text starts with the BOS token's text.
   bool adds_bos() const;
   // ChatML's built-in system prompt used when the first message is not a system message
@@ -102,7 +149,20 @@ class ChatTemplate {
   ChatTemplate(Kind kind, std::string bos, std::string eos, std::string default_system,
                std::string date_string)
       : kind_(kind), bos_(std::move(bos)), eos_(std::move(eos)),
-        default_system_(std::move(default_system)), date_string_(std::move(date_string)) {}
+        default_system_(std::move(default_system)), date_string_(std::move(date_string)),
+        tool_format_(kind == Kind::kLlama31 ? ToolFormat::kLlama31 : ToolFormat::kGeneric) {}
+
+  // The messages in the template's own format (no tools, no tool messages).
+  StatusOr<RenderedChat> RenderMessages(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // chat_tools.cpp: with tools or tool messages.
+  StatusOr<RenderedChat> RenderWithTools(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                         std::span<const ChatTool> tools) const;
+  StatusOr<RenderedChat> RenderLlama31Tools(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                            std::span<const ChatTool> tools) const;
+  StatusOr<RenderedChat> RenderHermesTools(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                           std::span<const ChatTool> tools) const;
+  StatusOr<RenderedChat> RenderMistralTools(std::span<const ChatMessage> messages, std::span<const ChatTool> tools) const;
+  std::string Llama31Date() const;
 
   Kind kind_;
   std::string bos_;
@@ -110,6 +170,7 @@ class ChatTemplate {
   std::string default_system_;
   std::string date_string_;    // llama3.1 "Today Date"; empty: see date_is_today_
   bool date_is_today_ = false;  // llama3.2: strftime_now("%d %b %Y") at render time
+  ToolFormat tool_format_;
 };
 
 // Python's str.strip(): removes leading and trailing Unicode whitespace.
