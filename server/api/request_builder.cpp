@@ -20,6 +20,9 @@ std::string CodeFor(StatusCode code) {
   }
 }
 
+// The field a request's output constraint came in, for errors.
+std::string StructuredParam(const GenerationInput& in) { return in.tools.active() ? "tools" : in.structured_param; }
+
 }  // namespace
 
 RequestBuilder::RequestBuilder(ServerContext* ctx) : ctx_(ctx) {}
@@ -49,9 +52,9 @@ std::string RequestBuilder::TenantCacheSalt(const std::string& tenant, const std
 }
 
 StatusOr<RenderedPrompt> RequestBuilder::RenderChat(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) {
+                                                    bool add_generation_prompt, std::span<const ChatTool> tools) {
   const ChatTemplate& tmpl = chat_template();
-  ASSIGN_OR_RETURN(RenderedChat rendered, tmpl.RenderChat(messages, add_generation_prompt));
+  ASSIGN_OR_RETURN(RenderedChat rendered, tmpl.RenderChat(messages, add_generation_prompt, tools));
   RenderedPrompt out;
   out.tokens = tmpl.Encode(rendered, ctx_->engine->model().tokenizer());
   out.text = std::move(rendered.text);
@@ -62,7 +65,12 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
                               std::vector<std::string>* echo, ApiError* error) {
   const Tokenizer& tok = ctx_->engine->model().tokenizer();
   if (in.kind == ApiKind::kChat) {
-    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/true);
+    // tool_choice none: the tools are not shown (the model cannot call them).
+    std::vector<ChatTool> tools;
+    if (in.tools.active()) {
+      for (const ToolDefinition& t : in.tools.tools) tools.push_back(t.chat);
+    }
+    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/true, tools);
     if (!rendered.ok()) {
       *error = ApiError{rendered.status(), "messages", "", 0};
       return false;
@@ -169,14 +177,22 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     return false;
   }
   base.priority = in.priority;
-  size_t structured_bytes = in.structured.text.size();
-  for (const std::string& c : in.structured.choices) structured_bytes += c.size();
+  base.structured = in.structured;
+  if (in.tools.active()) {
+    if (in.structured.active()) {
+      *error = InvalidField("tools", fmt::format("'tools' and '{}' both constrain the output; send one of them "
+                                                 "(or tool_choice \"none\")", in.structured_param));
+      return false;
+    }
+    base.structured = ToolCallSpec(chat_template().tool_format(), in.tools);
+  }
+  size_t structured_bytes = base.structured.text.size();
+  for (const std::string& c : base.structured.choices) structured_bytes += c.size();
   if (structured_bytes > kMaxStructuredBytes) {
-    *error = InvalidField(in.structured_param, fmt::format("'{}' is larger than {} bytes", in.structured_param,
-                                                           kMaxStructuredBytes));
+    const std::string param = StructuredParam(in);
+    *error = InvalidField(param, fmt::format("'{}' is larger than {} bytes", param, kMaxStructuredBytes));
     return false;
   }
-  base.structured = in.structured;
   const int max_len = max_model_len();
   for (std::vector<int32_t>& tokens : prompts) {
     GenerationRequest& r = requests->emplace_back(base);
@@ -216,9 +232,9 @@ bool RequestBuilder::Submit(const GenerationInput& in, const Caller& caller, Sub
       out->streams.clear();
       const StatusCode code = stream.status().code();
       const std::string param = code == StatusCode::kOutOfRange ? (in.kind == ApiKind::kChat ? "messages" : "prompt")
-                                : in.structured.active() && (code == StatusCode::kInvalidArgument ||
-                                                             code == StatusCode::kDeadlineExceeded)
-                                    ? in.structured_param
+                                : (in.structured.active() || in.tools.active()) &&
+                                          (code == StatusCode::kInvalidArgument || code == StatusCode::kDeadlineExceeded)
+                                    ? StructuredParam(in)
                                     : "";
       *error = ApiError{stream.status(), param, CodeFor(code), 0};
       ctx_->CountRejected();

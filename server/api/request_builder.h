@@ -10,7 +10,10 @@
 //                   metadata (both set and different: INVALID_ARGUMENT); one prompt only
 //   tokens          completions: text (BOS added as the vocabulary asks) or token ids
 //                   checked against the vocabulary; chat: the model's template, where only
-//                   the template's markup becomes control tokens (content is text)
+//                   the template's markup becomes control tokens (content is text), with the
+//                   tools in the family's format unless tool_choice is none
+//   constraint      the client's structured output, or the tool calls' (ToolCallSpec; not
+//                   both), at most kMaxStructuredBytes
 //   max_tokens      as given; else completions: default_max_tokens, chat: the rest of the
 //                   context (at least 1)
 //   echo            completions: the prompt text is prepended to each choice; with logprobs
@@ -35,6 +38,7 @@
 
 #include "engine/engine.h"
 #include "engine/tokenizer/chat_template.h"
+#include "server/api/tool_calls.h"
 #include "server/api/error_mapping.h"
 #include "server/api/server_context.h"
 
@@ -63,6 +67,7 @@ struct GenerationInput {
   bool session_if_free = false;       // see GenerationRequest::session_if_free
   std::string cache_salt;             // prefix-cache isolation within the tenant (extension)
   int priority = 0;                   // lower runs first (extension)
+  ToolRequest tools;                  // chat: the tools the model may call
   StructuredOutputSpec structured;    // the output's constraint (response_format and kin)
   std::string structured_param = "response_format";  // the field it came in, for errors
 };
@@ -109,7 +114,7 @@ class RequestBuilder {
   // The chat template's rendering and tokens (tokenize endpoints). INVALID_ARGUMENT for
   // messages the template refuses.
   [[nodiscard]] StatusOr<RenderedPrompt> RenderChat(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt);
+                                                    bool add_generation_prompt, std::span<const ChatTool> tools = {});
 
   // OK when `model` is "" or the served model's id, else NOT_FOUND.
   [[nodiscard]] Status CheckModel(const std::string& model) const;

@@ -36,6 +36,9 @@ GenerationJob::GenerationJob(Engine* engine, const Tokenizer* tokenizer, Respons
       choices_(streams_.size() * static_cast<size_t>(n)) {
   echo_.resize(streams_.size());
   prompt_lengths_.resize(streams_.size());
+  if (meta_.tools && meta_.kind == ApiKind::kChat && !meta_.responses) {
+    for (Choice& c : choices_) c.tools = std::make_unique<ToolCallParser>(*meta_.tools);
+  }
 }
 
 GenerationJob::~GenerationJob() {
@@ -145,15 +148,32 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
       chunk.first = false;
     }
     c.started = true;
+    ToolCallParser::Delta parsed;
+    if (c.tools) {  // content and call fragments instead of the text
+      parsed = c.tools->Feed(text);
+      if (normal_finish) {
+        ToolCallParser::Delta end = c.tools->Finish();
+        parsed.content += end.content;
+        parsed.calls.insert(parsed.calls.end(), end.calls.begin(), end.calls.end());
+      }
+      text = std::move(parsed.content);
+    }
     if (!text.empty() || (meta_.logprobs && !logprobs.empty())) {
       chunk.text = std::move(text);
       chunk.logprobs = logprobs;
       *out += FormatChunkEvent(meta_, chunk, *tok_);
     }
+    if (!parsed.calls.empty()) {
+      ChunkChoice calls;
+      calls.index = index;
+      calls.tool_calls = parsed.calls;
+      *out += FormatChunkEvent(meta_, calls, *tok_);
+    }
     if (normal_finish) {
       ChunkChoice end;
       end.index = index;
       end.finish = d.finish_reason;
+      end.called_tools = c.tools && !c.tools->calls().empty();
       *out += FormatChunkEvent(meta_, end, *tok_);
     }
     return;
@@ -190,6 +210,12 @@ HttpReply GenerationJob::FinalReply() {
     r.logprobs = prompt_logprobs;
     r.logprobs.insert(r.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
     r.finish = c.finish;
+    if (c.tools) {
+      (void)c.tools->Feed(r.text);
+      (void)c.tools->Finish();
+      r.text = c.tools->content();
+      r.tool_calls = c.tools->calls();
+    }
     results.push_back(std::move(r));
   }
   HttpReply reply;

@@ -75,6 +75,7 @@ class GenerationJob {
     std::optional<FinishReason> finish;
     bool started = false;    // streaming: the first chunk was sent
     int text_offset = 0;     // bytes of text sent so far (echo included)
+    std::unique_ptr<ToolCallParser> tools;  // chat with tools: reads calls out of the text
   };
 
   // Moves new deltas into pending_ and updates done flags; returns whether all are done.

@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "server/http/openai_tools.h"
+
 namespace kvserve {
 namespace {
 
@@ -197,9 +199,9 @@ bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReade
     }
     out.role = role->get<std::string>();
     if (out.role == "developer") out.role = "system";
-    if (out.role != "system" && out.role != "user" && out.role != "assistant") {
-      return r->Fail(where + ".role", fmt::format("'{}.role' must be one of system, user, assistant (got '{}')",
-                                                  where, out.role));
+    if (out.role != "system" && out.role != "user" && out.role != "assistant" && (input_items || out.role != "tool")) {
+      return r->Fail(where + ".role", fmt::format("'{}.role' must be one of system, user, assistant{} (got '{}')",
+                                                  where, input_items ? "" : ", tool", out.role));
     }
     auto content = msg.find("content");
     if (content == msg.end() || content->is_null()) {
@@ -228,8 +230,12 @@ bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReade
     } else {
       return r->Fail(where + ".content", fmt::format("'{}.content' must be a string or an array of parts", where));
     }
+    if (ApiError e; !input_items && !ParseMessageToolFields(msg, where, &out, &e)) {
+      return r->Fail(e.param, e.status.message());
+    }
     messages->push_back(std::move(out));
   }
+  NameToolResults(messages);
   return true;
 }
 
@@ -254,15 +260,20 @@ void RefuseUnsupported(FieldReader* r) {
   if (const json* v = r->Get("suffix"); v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
     r->Fail("suffix", "'suffix' (insertion) is not supported");
   }
-  for (const char* name : {"tools", "functions"}) {
-    if (const json* v = r->Get(name); v != nullptr && !(v->is_array() && v->empty())) {
-      r->Fail(name, fmt::format("'{}' (function calling) is not supported", name));
-    }
+  if (const json* v = r->Get("functions"); v != nullptr && !(v->is_array() && v->empty())) {
+    r->Fail("functions", "'functions' (deprecated) is not supported: send 'tools'");
   }
-  if (const json* v = r->Get("tool_choice"); v != nullptr && *v != "none") {
-    r->Fail("tool_choice", "'tool_choice' other than \"none\" is not supported");
+  if (r->Get("function_call") != nullptr) r->Fail("function_call", "'function_call' (deprecated) is not supported: send 'tool_choice'");
+}
+
+// Tools where the API has none here (completions, and the Responses API for now).
+void RefuseTools(FieldReader* r, const char* where) {
+  if (const json* v = r->Get("tools"); v != nullptr && !(v->is_array() && v->empty())) {
+    r->Fail("tools", fmt::format("'tools' are not supported {} (they work with /v1/chat/completions)", where));
   }
-  if (r->Get("function_call") != nullptr) r->Fail("function_call", "'function_call' is not supported");
+  if (const json* v = r->Get("tool_choice"); v != nullptr && *v != "none" && *v != "auto") {
+    r->Fail("tool_choice", fmt::format("'tool_choice' is not supported {}", where));
+  }
 }
 
 // Structured outputs, as the clients of three servers send them: OpenAI's response_format
@@ -380,6 +391,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
   RefuseUnsupported(&r);
   ParseStructured(&r, &q.structured, &q.structured_param);
   if (kind == ApiKind::kCompletion) {
+    RefuseTools(&r, "by /v1/completions");
     const json* p = r.Get("prompt");
     if (p == nullptr) {
       r.Fail("prompt", "you must provide a prompt");
@@ -399,6 +411,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
     } else {
       ParseMessages(*m, &q.messages, &r);
     }
+    if (ApiError e; r.ok() && !ParseToolFields(j, &q.tools, &e)) r.Fail(e.param, e.status.message());
     r.Bool("logprobs", &q.logprobs);
     int top = 0;
     const bool has_top = r.Int("top_logprobs", &top, 0, SamplingParams::kMaxLogprobs);
@@ -462,6 +475,7 @@ bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiErro
   q.kind = ApiKind::kChat;
   r.String("model", &q.model);
   RefuseUnsupported(&r);
+  RefuseTools(&r, "by the Responses API yet");
   const json* input = r.Get("input");
   if (input == nullptr) {
     r.Fail("input", "you must provide 'input'");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/error_mapping.h"
+#include "server/http/openai_tools.h"
 
 namespace kvserve {
 namespace {
@@ -81,7 +82,8 @@ json ChatLogprobs(std::span<const TokenLogprob> lps, const Tokenizer& tok) {
   return json{{"content", std::move(content)}};
 }
 
-json FinishJson(const std::optional<FinishReason>& f) {
+json FinishJson(const std::optional<FinishReason>& f, bool called_tools = false) {
+  if (f && *f == FinishReason::kStop && called_tools) return "tool_calls";
   return f ? json(FinishReasonString(*f)) : json(nullptr);
 }
 
@@ -119,12 +121,16 @@ std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResul
     choice["index"] = c.index;
     if (meta.kind == ApiKind::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = ToolCallsJson(c.tool_calls);
+      }
       choice["logprobs"] = meta.logprobs ? ChatLogprobs(c.logprobs, tok) : json(nullptr);
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = meta.logprobs ? CompletionLogprobs(c.logprobs, c.text_offset_base, tok) : json(nullptr);
     }
-    choice["finish_reason"] = FinishJson(c.finish);
+    choice["finish_reason"] = FinishJson(c.finish, !c.tool_calls.empty());
     out.push_back(std::move(choice));
   }
   j["choices"] = std::move(out);
@@ -140,13 +146,14 @@ std::string FormatChunkEvent(const ResponseMeta& meta, const ChunkChoice& c, con
     json delta = json::object();
     if (c.first) delta["role"] = "assistant";
     if (c.first || !c.text.empty()) delta["content"] = c.text;
+    if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCallDeltasJson(c.tool_calls);
     choice["delta"] = std::move(delta);
     choice["logprobs"] = meta.logprobs && !c.logprobs.empty() ? ChatLogprobs(c.logprobs, tok) : json(nullptr);
   } else {
     choice["text"] = c.text;
     choice["logprobs"] = meta.logprobs ? CompletionLogprobs(c.logprobs, c.text_offset, tok) : json(nullptr);
   }
-  choice["finish_reason"] = FinishJson(c.finish);
+  choice["finish_reason"] = FinishJson(c.finish, c.called_tools);
   j["choices"] = json::array({std::move(choice)});
   if (meta.include_usage) j["usage"] = nullptr;
   return Sse(j);

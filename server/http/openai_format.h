@@ -4,7 +4,9 @@
 //   text_completion        {"id","object":"text_completion","created","model",
 //                           "choices":[{"index","text","logprobs","finish_reason"}],"usage"}
 //   chat.completion        choices[{"index","message":{"role":"assistant","content"},
-//                           "logprobs","finish_reason"}]
+//                           "logprobs","finish_reason"}]; with tool calls "content" is null
+//                           when empty, "tool_calls" follows it and a stop is "tool_calls"
+//                           (openai_tools.h)
 //   chunks                 the same with "object":"text_completion" /
 //                           "chat.completion.chunk" and a "delta" instead of "message";
 //                           "usage": null on every chunk when include_usage, and a last chunk
@@ -31,6 +33,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/request.h"
 #include "server/http/http_types.h"
+#include "server/api/tool_calls.h"
 #include "server/http/openai_codec.h"
 
 namespace kvserve {
@@ -47,6 +50,8 @@ struct ResponseMeta {
   bool include_usage = false;
   // Set for POST /v1/responses: its objects and events replace the chat completion's.
   std::shared_ptr<ResponsesTurn> responses;
+  // Chat with tools the model may call: the replies are read for calls in this format.
+  std::optional<ToolFormat> tools;
 };
 
 // One choice of a complete (non-streaming) response.
@@ -56,6 +61,7 @@ struct ChoiceResult {
   std::vector<TokenLogprob> logprobs;    // generated tokens, when requested
   int text_offset_base = 0;              // bytes of echoed prompt before the first token
   std::optional<FinishReason> finish;
+  std::vector<ToolCall> tool_calls;      // chat: message.tool_calls (finish "tool_calls")
 };
 
 // One choice's part of a streaming chunk.
@@ -66,6 +72,8 @@ struct ChunkChoice {
   std::span<const TokenLogprob> logprobs;
   int text_offset = 0;                   // completions: offset of this text in the choice
   std::optional<FinishReason> finish;
+  std::span<const ToolCallParser::CallFragment> tool_calls;  // chat: delta.tool_calls
+  bool called_tools = false;             // with finish: "tool_calls" instead of "stop"
 };
 
 // "stop" | "length" | "abort" | "error".

@@ -29,10 +29,10 @@ export async function pollUntil(fn, { timeoutMs = 10000, intervalMs = 10, what =
 
 // Starts `kvserve serve` (HTTP on a free port, gRPC off unless args say otherwise) and waits
 // until /ready is 200. Returns { url, port, grpcPort, proc, log(), stop(signal) -> exit code }.
-export async function startServer(args = [], { env = {}, waitReady = true } = {}) {
+export async function startServer(args = [], { env = {}, waitReady = true, model = MODEL } = {}) {
   // gRPC off unless args ask for a port (e.g. '--grpc-port', '0'); args win over the defaults.
   const grpc = args.includes('--grpc-port') ? [] : ['--grpc-port', '-1'];
-  const fullArgs = ['serve', '--model', MODEL, '--host', '127.0.0.1', '--http-port', '0', ...grpc,
+  const fullArgs = ['serve', '--model', model, '--host', '127.0.0.1', '--http-port', '0', ...grpc,
                     '--threads', '1', ...args];
   const proc = spawn(BIN, fullArgs, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

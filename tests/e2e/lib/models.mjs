@@ -1,0 +1,35 @@
+// Test models with real vocabularies and real chat templates, written by `kvserve mkmodel`
+// (random weights, ~0.3 s) into a temporary folder: the chat-template families that a client's
+// requests are rendered in (tool formats, chat templates) without shipping model files.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { BIN } from './server.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const SHARED = process.env.KVSERVE_SHARED ?? path.resolve(here, '../../../../shared');
+
+// The GGUF path of a tiny model with `vocab` (a ../shared/tokenizer vocabulary) and the chat
+// template in tests/data/`template`; null when the vocabulary is not there.
+export function vocabModel(name, { vocab, template, controlTokens = [], eos }) {
+  const vocabFile = path.join(SHARED, 'tokenizer', `ggml-vocab-${vocab}.gguf`);
+  if (!fs.existsSync(vocabFile)) return null;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvserve-e2e-'));
+  const out = path.join(dir, `${name}.gguf`);
+  const args = ['mkmodel', '--preset', 'tiny', '--vocab', vocabFile, '-o', out,
+                '--chat-template', path.resolve(here, '../../data', template)];
+  for (const t of controlTokens) args.push('--control-token', t);
+  if (eos) args.push('--eos', eos);
+  execFileSync(BIN, args, { stdio: 'ignore' });
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return out;
+}
+
+// Qwen2.5's template (tools in the Hermes format) over the GPT-2 vocabulary.
+export function hermesModel() {
+  return vocabModel('qwen-tools', { vocab: 'gpt-2', template: 'qwen2.5-tools.jinja',
+                                    controlTokens: ['<|im_start|>', '<|im_end|>'], eos: '<|im_end|>' });
+}
