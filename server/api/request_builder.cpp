@@ -65,11 +65,10 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
                               std::vector<std::string>* echo, ApiError* error) {
   const Tokenizer& tok = ctx_->engine->model().tokenizer();
   if (in.kind == ApiKind::kChat) {
-    // tool_choice none: the tools are not shown (the model cannot call them).
+    // Shown under tool_choice none too (as vLLM does), so the turns of a tool loop share their
+    // prefix; only the constraint and the parsing need a choice other than none.
     std::vector<ChatTool> tools;
-    if (in.tools.active()) {
-      for (const ToolDefinition& t : in.tools.tools) tools.push_back(t.chat);
-    }
+    for (const ToolDefinition& t : in.tools.tools) tools.push_back(t.chat);
     StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/true, tools);
     if (!rendered.ok()) {
       *error = ApiError{rendered.status(), "messages", "", 0};

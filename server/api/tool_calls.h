@@ -13,8 +13,9 @@
 //                     `required` and a named function constrain from the first token; `auto`
 //                     constrains from the moment the family's opener ("<tool_call>",
 //                     "[TOOL_CALLS]", '{"name"') appears (the generic format: always, with
-//                     "response" as one of its alternatives); `none` neither renders the tools
-//                     nor constrains nor parses.
+//                     "response" as one of its alternatives); `none` shows the tools (as vLLM
+//                     does: the turns of a tool loop then share their prefix) but neither
+//                     constrains nor parses.
 //   ToolCallParser    turns the generated text back into content and calls, incrementally:
 //                     a call's id and name come once, its arguments in fragments that
 //                     concatenate to the JSON text the model wrote.
@@ -48,7 +49,7 @@ struct ToolRequest {
   std::string function;           // kFunction: the function's name
   bool parallel = true;           // parallel_tool_calls
 
-  // The model may call a tool (the prompt shows the tools, the output is parsed).
+  // The model may call a tool (the output is constrained and parsed).
   bool active() const { return !tools.empty() && choice != Choice::kNone; }
 };
 

@@ -160,7 +160,7 @@ for (const family of families) {
       // The first turn's prompt comes from the prefix cache (whole blocks of it).
       assert.ok(second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens - 32,
                 JSON.stringify([first.usage, second.usage]));
-      // Without tools (tool_choice none) the calls and results are still rendered, as text.
+      // tool_choice none: the same conversation, no call.
       const plain = await client.chat.completions.create({ model: modelId, messages, tools, tool_choice: 'none',
                                                            max_tokens: 8, temperature: 0 });
       assert.equal(plain.choices[0].message.tool_calls, undefined);
