@@ -119,19 +119,43 @@ StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b, 
 ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws) {
   if (dfa.start < 0 || max_ws == 0) return dfa;
   ByteDfa out = dfa;
-  // New states w_0 (the start) .. w_k: w_i has read i whitespace bytes and behaves as the
-  // start otherwise; with no bound, one state loops.
-  const int k = max_ws < 0 ? 0 : max_ws;
-  const int32_t first = out.num_states();
-  for (int i = 0; i <= k; ++i) {
+  // New states, each behaving as the start for any other byte. Unbounded: one state that loops
+  // on whitespace. Bounded by k: the layout of JSON as people and models write it, with no run
+  // of blank lines: s_0 (the start) .. s_k have read i spaces or tabs; from s_0 one line break
+  // ("\n", or "\r" r then "\n") goes to n_0, and n_0 .. n_k read the indentation after it.
+  auto add_state = [&] {
     out.next.push_back(dfa.next[static_cast<size_t>(dfa.start)]);
     out.accepting.push_back(dfa.accepting[static_cast<size_t>(dfa.start)]);
+    return out.num_states() - 1;
+  };
+  if (max_ws < 0) {
+    const int32_t loop = add_state();
+    for (uint8_t ws : {' ', '\t', '\n', '\r'}) out.next[static_cast<size_t>(loop)][ws] = loop;
+    out.start = loop;
+    return PruneDfa(std::move(out));
   }
-  for (int i = 0; i <= k; ++i) {
-    const int32_t to = max_ws < 0 ? first : (i < k ? first + i + 1 : ByteDfa::kDead);
-    for (uint8_t ws : {' ', '\t', '\n', '\r'}) out.next[static_cast<size_t>(first + i)][ws] = to;
+  std::vector<int32_t> spaces, indent;
+  for (int i = 0; i <= max_ws; ++i) spaces.push_back(add_state());
+  for (int i = 0; i <= max_ws; ++i) indent.push_back(add_state());
+  const int32_t cr = out.num_states();  // after "\r": only "\n"
+  out.next.emplace_back();
+  out.next.back().fill(ByteDfa::kDead);
+  out.accepting.push_back(0);
+  auto set = [&out](int32_t from, uint8_t byte, int32_t to) { out.next[static_cast<size_t>(from)][byte] = to; };
+  for (int i = 0; i <= max_ws; ++i) {
+    const int32_t next_space = i < max_ws ? spaces[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+    const int32_t next_indent = i < max_ws ? indent[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+    for (uint8_t ws : {' ', '\t'}) {
+      set(spaces[static_cast<size_t>(i)], ws, next_space);
+      set(indent[static_cast<size_t>(i)], ws, next_indent);
+    }
+    for (uint8_t br : {'\n', '\r'}) {
+      set(spaces[static_cast<size_t>(i)], br, i == 0 ? (br == '\n' ? indent[0] : cr) : ByteDfa::kDead);
+      set(indent[static_cast<size_t>(i)], br, ByteDfa::kDead);
+    }
   }
-  out.start = first;
+  set(cr, '\n', indent[0]);
+  out.start = spaces[0];
   return PruneDfa(std::move(out));
 }
 

@@ -43,8 +43,8 @@ class SchemaCompiler {
     g_.root = g_.AddRule("root");
     g_.AddAlternative(g_.root, {value});
     if (options_.max_whitespace != 0) {  // whitespace after the value, as JSON allows
-      const std::string ws = options_.max_whitespace < 0 ? "[ \\t\\n\\r]+"
-                                                          : fmt::format("[ \\t\\n\\r]{{1,{}}}", options_.max_whitespace);
+      const int k = options_.max_whitespace;  // the same layout as WithLeadingWhitespace
+      const std::string ws = k < 0 ? "[ \\t\\n\\r]+" : fmt::format("[ \\t]{{1,{0}}}|\\r?\\n[ \\t]{{0,{0}}}", k);
       ASSIGN_OR_RETURN(ByteDfa trailing, CompileRegex(ws, {.anchored = true}));
       g_.AddAlternative(g_.root, {value, LexGrammar::Lexeme(g_.AddLexeme("trailing:" + ws, std::move(trailing)))});
     }

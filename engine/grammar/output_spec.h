@@ -15,8 +15,9 @@ struct StructuredOutputSpec {
   std::string text;                  // kJsonSchema: the schema's JSON; kRegex: the pattern; kGrammar: GBNF
   std::vector<std::string> choices;  // kChoice
   bool lenient = false;              // kJsonSchema: ignore keywords it cannot enforce
-  // JSON: whitespace bytes allowed in each gap between tokens of the text (a model cannot
-  // loop on spaces); -1: any amount.
+  // JSON: whitespace in each gap between tokens of the text: up to this many spaces and tabs,
+  // or one line break and up to this many of indentation (a model can lay JSON out, not loop
+  // on blank lines); -1: any amount.
   int max_whitespace = 20;
   // Tool calls: a JSON value framed and repeated (kJsonSchema only):
   //   prefix item_prefix VALUE item_suffix (separator item_prefix VALUE item_suffix)* suffix

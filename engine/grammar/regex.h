@@ -66,7 +66,9 @@ ByteDfa ChoiceDfa(std::span<const std::string> choices);
 // `dfa` with its equivalent states merged (Moore's refinement): the smallest automaton of its
 // language when `dfa` is pruned (PruneDfa; states that cannot accept stay as one class).
 ByteDfa MinimizeDfa(const ByteDfa& dfa);
-// `dfa` after up to `max_ws` (-1: any number of) JSON whitespace bytes (space, \t, \n, \r).
+// `dfa` after JSON whitespace (space, \t, \n, \r): any amount (max_ws -1), or, bounded, the
+// way JSON is laid out: up to max_ws spaces and tabs, or one line break ("\n" or "\r\n") and up
+// to max_ws spaces and tabs of indentation after it (no blank lines, no trailing spaces).
 // REQUIRES: no string of `dfa` starts with whitespace.
 ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws);
 // The JSON encoding of `text` as a string literal, as RegexOptions::json_string writes it

@@ -219,6 +219,14 @@ TEST_F(JsonSchemaTest, BoundedWhitespaceWhenGenerating) {
   const auto g = std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_);
   EXPECT_TRUE(Accepts(g, "[1,  2]"));
   EXPECT_FALSE(Accepts(g, "[1,   2]"));
+  // Laid out over lines: one line break and up to 2 of indentation per gap.
+  EXPECT_TRUE(Accepts(g, "[\n  1,\n  2\n]"));
+  EXPECT_TRUE(Accepts(g, "[\r\n\t1,\r\n2]\n"));
+  EXPECT_FALSE(Accepts(g, "[\n\n  1]"));   // a blank line
+  EXPECT_FALSE(Accepts(g, "[ \n1]"));      // a space before the break
+  EXPECT_FALSE(Accepts(g, "[\n   1]"));    // 3 of indentation
+  EXPECT_FALSE(Accepts(g, "[1]\n\n"));    // after the value too
+  EXPECT_FALSE(Accepts(g, "[\r1]"));
 }
 
 }  // namespace json_schema_test
