@@ -36,6 +36,7 @@ struct BenchServeOptions {
   int max_tokens = 128;
   std::string max_tokens_dist;
   std::string extra_body;
+  std::string extra_bodies;
   std::string output_json;
   double weight_mib_per_token = 0;
   double bandwidth_gb_s = 0;
@@ -94,6 +95,17 @@ int RunBenchServe(BenchServeOptions& o) {
   if (!o.extra_body.empty()) {
     c.extra_body = nlohmann::json::parse(o.extra_body, nullptr, /*allow_exceptions=*/false);
     if (!c.extra_body.is_object()) return ReportError(kCommand, "--extra-body must be a JSON object", kExitUsageError);
+  }
+  if (!o.extra_bodies.empty()) {
+    std::ifstream in(o.extra_bodies);
+    if (!in) return ReportError(kCommand, "cannot read " + o.extra_bodies, kExitUsageError);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object()) return ReportError(kCommand, "--extra-bodies: each line must be a JSON object", kExitUsageError);
+      c.body_variants.push_back(std::move(j));
+    }
+    if (c.body_variants.empty()) return ReportError(kCommand, "--extra-bodies: no object in " + o.extra_bodies, kExitUsageError);
   }
 
   // The bandwidth probe runs before the load, while the server is idle.
@@ -170,6 +182,10 @@ void RegisterBenchServeCommand(CommandRegistry& registry) {
                 "Ask for usage in the stream (stream_options.include_usage); tokens are counted from it");
   sub->add_option("--api-key", c.api_key, "Sent as 'Authorization: Bearer <key>'");
   sub->add_option("--extra-body", o->extra_body, "A JSON object merged into every request body");
+  sub->add_option("--extra-bodies", o->extra_bodies,
+                  "A file of JSON objects, one per line: request k also merges line k mod N (e.g. a different "
+                  "response_format per request)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--seed", c.seed, "Seed of the arrival times and generated prompts");
   sub->add_option("--timeout", c.timeout_seconds, "Seconds to wait for a connection or the next bytes")
       ->check(CLI::Range(0.1, 86400.0));

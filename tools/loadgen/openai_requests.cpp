@@ -115,8 +115,9 @@ std::string BuildRequestBody(const RequestSpec& spec) {
   j["stream"] = spec.stream;
   if (spec.stream && spec.include_usage) j["stream_options"] = {{"include_usage", true}};
   if (spec.ignore_eos) j["ignore_eos"] = true;
-  if (spec.extra_body != nullptr && spec.extra_body->is_object()) {
-    for (const auto& [k, v] : spec.extra_body->items()) j[k] = v;
+  for (const nlohmann::json* extra : {spec.extra_body, spec.variant}) {
+    if (extra == nullptr || !extra->is_object()) continue;
+    for (const auto& [k, v] : extra->items()) j[k] = v;
   }
   return j.dump();
 }

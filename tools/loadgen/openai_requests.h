@@ -34,6 +34,7 @@ struct RequestSpec {
   bool stream = true;
   bool include_usage = true;  // stream_options.include_usage
   const nlohmann::json* extra_body = nullptr;  // an object merged last (overrides), or null
+  const nlohmann::json* variant = nullptr;     // an object merged after extra_body, or null
 };
 [[nodiscard]] std::string BuildRequestBody(const RequestSpec& spec);
 

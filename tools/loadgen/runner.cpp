@@ -227,6 +227,8 @@ class LoadGenerator {
     spec->stream = c_.stream;
     spec->include_usage = c_.include_usage;
     spec->extra_body = &c_.extra_body;
+    spec->variant = c_.body_variants.empty() ? nullptr
+                                             : &c_.body_variants[static_cast<size_t>(next_ - 1) % c_.body_variants.size()];
     spec->max_tokens = c_.max_tokens.Sample(rng_);
     if (c_.prompt_len) {
       const int tokens = c_.prompt_len->Sample(rng_);

@@ -52,6 +52,8 @@ struct BenchConfig {
   bool include_usage = true;
   std::string api_key;
   nlohmann::json extra_body;   // merged into every request body (an object), or null
+  // Request k also merges body_variants[k % size] (e.g. a different JSON Schema per request).
+  std::vector<nlohmann::json> body_variants;
   uint64_t seed = 0;
   double timeout_seconds = 600;
   int warmup_requests = 0;     // sent one by one before the measurement, not counted

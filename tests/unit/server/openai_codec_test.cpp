@@ -104,10 +104,7 @@ TEST(OpenAiCodecTest, ModelMayBeOmitted) {
 TEST(OpenAiCodecTest, UnimplementedParametersAreRefusedByName) {
   EXPECT_EQ(ParseError(R"({"prompt":"x","best_of":2})").param, "best_of");
   EXPECT_EQ(ParseError(R"({"prompt":"x","suffix":"end"})").param, "suffix");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
-                       ApiKind::kChat).param, "tools");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})",
-                       ApiKind::kChat).param, "tool_choice");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","tools":[{"type":"function","function":{"name":"f"}}]})").param, "tools");
   EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})",
                        ApiKind::kChat).param, "functions");
   EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"function_call":"auto"})",
@@ -116,6 +113,63 @@ TEST(OpenAiCodecTest, UnimplementedParametersAreRefusedByName) {
   ParseOk(R"({"prompt":"x","best_of":1,"suffix":"","tools":[],"tool_choice":"none"})");
   ParseOk(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"},"tools":null})",
           ApiKind::kChat);
+}
+
+// Tools, tool_choice and the tool fields of messages, as the OpenAI API defines them.
+TEST(OpenAiCodecTest, ToolFields) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  OpenAiRequest q = ParseOk(chat + R"("tools":[{"type":"function","function":{"name":"get_weather","description":"d",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true}},
+      {"type":"function","function":{"name":"now"}}],"tool_choice":{"type":"function","function":{"name":"now"}},
+      "parallel_tool_calls":false})", ApiKind::kChat);
+  ASSERT_EQ(q.tools.tools.size(), 2u);
+  EXPECT_EQ(q.tools.choice, ToolRequest::Choice::kFunction);
+  EXPECT_EQ(q.tools.function, "now");
+  EXPECT_FALSE(q.tools.parallel);
+  const ToolDefinition& w = q.tools.tools[0];
+  EXPECT_TRUE(w.strict);
+  EXPECT_EQ(w.chat.name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(w.parameters), nlohmann::json::parse(R"({"type":"object","properties":{"city":{"type":"string"}}})"));
+  // The tool as Jinja's tojson writes it (", " and ": "), and indented by 4.
+  EXPECT_EQ(q.tools.tools[1].chat.json, R"({"type": "function", "function": {"name": "now"}})");
+  EXPECT_EQ(q.tools.tools[1].chat.json_indented, "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"now\"\n    }\n}");
+  EXPECT_TRUE(q.tools.tools[1].parameters.empty());
+  for (const char* choice : {R"("none")", R"("auto")", R"("required")"}) {
+    const OpenAiRequest c = ParseOk(chat + R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":)" + choice + "}",
+                                    ApiKind::kChat);
+    EXPECT_EQ(c.tools.active(), std::string(choice) != R"("none")") << choice;
+  }
+  EXPECT_EQ(ParseOk(chat + R"("tools":[{"type":"function","function":{"name":"f"}}]})", ApiKind::kChat).tools.choice,
+            ToolRequest::Choice::kAuto);  // OpenAI's default with tools
+
+  // A conversation with a call and its result.
+  const OpenAiRequest conv = ParseOk(R"({"messages":[{"role":"user","content":"x"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}},
+                                                       {"id":"call_2","type":"function","function":{"name":"g","arguments":{"b":[2]}}}]},
+      {"role":"tool","tool_call_id":"call_2","content":"done"}]})", ApiKind::kChat);
+  ASSERT_EQ(conv.messages.size(), 3u);
+  ASSERT_EQ(conv.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(conv.messages[1].tool_calls[0].arguments, R"({"a": 1})");  // as the client sent it
+  EXPECT_EQ(conv.messages[1].tool_calls[1].arguments, R"({"b": [2]})");  // an object, serialized
+  EXPECT_EQ(conv.messages[2].role, "tool");
+  EXPECT_EQ(conv.messages[2].tool_call_id, "call_2");
+  EXPECT_EQ(conv.messages[2].name, "g");  // from the call it answers
+
+  const std::string t = R"("tools":[{"type":"function","function":{"name":"f"}}],)";
+  EXPECT_EQ(ParseError(chat + R"("tools":{}})", ApiKind::kChat).param, "tools");
+  EXPECT_EQ(ParseError(chat + R"("tools":[{"type":"function","function":{"name":"a b"}}]})", ApiKind::kChat).param,
+            "tools[0].function.name");
+  EXPECT_EQ(ParseError(chat + R"("tools":[{"type":"function","function":{"name":"f","strict":1}}]})", ApiKind::kChat).param,
+            "tools[0].function.strict");
+  EXPECT_EQ(ParseError(chat + t + R"("tool_choice":"sometimes"})", ApiKind::kChat).param, "tool_choice");
+  EXPECT_EQ(ParseError(chat + t + R"("tool_choice":{"type":"function","function":{"name":"g"}}})", ApiKind::kChat).param,
+            "tool_choice");
+  EXPECT_EQ(ParseError(chat + R"("tool_choice":"required"})", ApiKind::kChat).param, "tool_choice");
+  EXPECT_EQ(ParseError(chat + t + R"("parallel_tool_calls":"yes"})", ApiKind::kChat).param, "parallel_tool_calls");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"assistant","tool_calls":[{"function":{}}]}]})", ApiKind::kChat).param,
+            "messages[0].tool_calls[0].function");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"tool","content":"x","tool_call_id":5}]})", ApiKind::kChat).param,
+            "messages[0].tool_call_id");
 }
 
 // Structured outputs as OpenAI, vLLM and llama.cpp clients send them; one at most.
@@ -230,7 +284,7 @@ TEST(OpenAiCodecTest, ChatMessages) {
 
   EXPECT_EQ(ParseError(R"({"model":"m","messages":"hi"})", ApiKind::kChat).param, "messages");
   EXPECT_EQ(ParseError(R"({"model":"m","messages":[]})", ApiKind::kChat).param, "messages");
-  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"tool","content":"x"}]})", ApiKind::kChat).param,
+  EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"function","content":"x"}]})", ApiKind::kChat).param,
             "messages[0].role");
   EXPECT_EQ(ParseError(R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
                        ApiKind::kChat).param,
