@@ -116,6 +116,17 @@ async function send() {
   const text = input.value;
   if (!text.trim()) return;
   hideChatError();
+  // The JSON schema box: the reply is constrained to it (response_format json_schema).
+  const schemaText = $('json-schema').value.trim();
+  let schema;
+  if (schemaText) {
+    try {
+      schema = JSON.parse(schemaText);
+    } catch (e) {
+      showChatError(`The JSON schema box does not hold JSON: ${e.message}`);
+      return;
+    }
+  }
   archiveTurn();
   clearTurn();
   input.value = '';
@@ -138,6 +149,7 @@ async function send() {
   if (seed !== undefined) body.seed = seed;
   if ($('session').checked) body.session_id = chat.sessionId;
   if ($('ignore-eos').checked) body.ignore_eos = true;
+  if (schema !== undefined) body.response_format = { type: 'json_schema', json_schema: { name: 'console', schema } };
 
   const controller = new AbortController();
   const gen = ++chat.gen;
