@@ -313,6 +313,29 @@ TEST_P(StructuredOutputTest, TriggerStartsTheGrammarWhereItAppears) {
   EXPECT_EQ(engine->Submit(Structured(*model_, "x", empty)).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A trigger that is a control token (Mistral's [TOOL_CALLS]): its text joins the output, where
+// the front end's parser looks for it, and the grammar starts with it.
+TEST(StructuredOutputControlTriggerTest, AControlTokenTriggerIsRenderedAndStartsTheGrammar) {
+  const auto model = testing::LoadVocabModel({"gpt-2", "", {"[TOOL_CALLS]"}, "", ""});
+  ASSERT_NE(model, nullptr);
+  const int32_t opener = model->tokenizer().FindToken("[TOOL_CALLS]");
+  ASSERT_GE(opener, 0);
+  ASSERT_EQ(model->tokenizer().token_type(opener), TokenType::kControl);
+  auto engine = testing::MakeEngine(model, testing::TestConfig(512));
+  StructuredOutputSpec spec;
+  spec.kind = Kind::kGrammar;
+  spec.text = "root ::= \"[TOOL_CALLS] [\" [0-9] \"]\"\n";
+  spec.triggers = {"[TOOL_CALLS]"};
+  GenerationRequest r = Structured(*model, "Call a tool:", spec, 16);
+  r.sampling.logit_bias = {{opener, 100.0f}};  // the model "chooses" the control token first
+  const testing::RunResult res = testing::RunRequest(*engine, std::move(r));
+  ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+  ASSERT_FALSE(res.choices[0].tokens.empty());
+  EXPECT_EQ(res.choices[0].tokens[0], opener);
+  EXPECT_EQ(res.choices[0].finish, FinishReason::kStop);
+  EXPECT_TRUE(std::regex_match(res.choices[0].text, std::regex(R"(\[TOOL_CALLS\] \[[0-9]\])"))) << res.choices[0].text;
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StructuredOutputTest, ::testing::Values(kGpt2, kSpm),
                          [](const auto& info) { return info.param.vocab == "gpt-2" ? std::string("gpt2") : "spm"; });
 
