@@ -279,7 +279,8 @@ int RunServe(ServeOptions& o) {
            static_cast<double>(plan->kv_bytes) / (1 << 20), plan->config.max_model_len, plan->config.num_host_blocks,
            plan->config.enable_prefix_caching ? "on" : "off");
   const Tokenizer& tok = model->tokenizer();
-  LOG_INFO("chat template: {}", ChatTemplate::Detect(tok.vocab().chat_template, tok).name());
+  const ChatTemplate chat_template = ChatTemplate::Detect(tok.vocab().chat_template, tok);
+  LOG_INFO("chat template: {} (tool calls: {})", chat_template.name(), ToolFormatName(chat_template.tool_format()));
 
   ctx.engine = engine->get();
 

@@ -14,7 +14,7 @@ export const SHARED = process.env.KVSERVE_SHARED ?? path.resolve(here, '../../..
 
 // The GGUF path of a tiny model with `vocab` (a ../shared/tokenizer vocabulary) and the chat
 // template in tests/data/`template`; null when the vocabulary is not there.
-export function vocabModel(name, { vocab, template, controlTokens = [], eos }) {
+export function vocabModel(name, { vocab, template, controlTokens = [], bos, eos }) {
   const vocabFile = path.join(SHARED, 'tokenizer', `ggml-vocab-${vocab}.gguf`);
   if (!fs.existsSync(vocabFile)) return null;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvserve-e2e-'));
@@ -22,6 +22,7 @@ export function vocabModel(name, { vocab, template, controlTokens = [], eos }) {
   const args = ['mkmodel', '--preset', 'tiny', '--vocab', vocabFile, '-o', out,
                 '--chat-template', path.resolve(here, '../../data', template)];
   for (const t of controlTokens) args.push('--control-token', t);
+  if (bos) args.push('--bos', bos);
   if (eos) args.push('--eos', eos);
   execFileSync(BIN, args, { stdio: 'ignore' });
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
@@ -32,4 +33,19 @@ export function vocabModel(name, { vocab, template, controlTokens = [], eos }) {
 export function hermesModel() {
   return vocabModel('qwen-tools', { vocab: 'gpt-2', template: 'qwen2.5-tools.jinja',
                                     controlTokens: ['<|im_start|>', '<|im_end|>'], eos: '<|im_end|>' });
+}
+
+// Llama 3.1's template (JSON calls, results in ipython turns) over the GPT-2 vocabulary.
+export function llama31Model() {
+  return vocabModel('llama31-tools', { vocab: 'gpt-2', template: 'llama3.1-tools.jinja',
+                                       controlTokens: ['<|begin_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>'],
+                                       bos: '<|begin_of_text|>', eos: '<|eot_id|>' });
+}
+
+// Mistral v0.3's template ([TOOL_CALLS], [TOOL_RESULTS]) over Llama 2's vocabulary, which
+// Mistral's extends with these control tokens.
+export function mistralModel() {
+  return vocabModel('mistral-tools', { vocab: 'llama-spm', template: 'mistral-v0.3-tools.jinja',
+                                       controlTokens: ['[INST]', '[/INST]', '[TOOL_CALLS]', '[AVAILABLE_TOOLS]',
+                                                       '[/AVAILABLE_TOOLS]', '[TOOL_RESULTS]', '[/TOOL_RESULTS]'] });
 }
