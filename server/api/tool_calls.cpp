@@ -148,6 +148,25 @@ StructuredOutputSpec ToolCallSpec(ToolFormat format, const ToolRequest& request)
   return spec;
 }
 
+int ToolCallParser::JsonNesting::Step(char ch) {
+  if (in_string) {
+    if (escaped) {
+      escaped = false;
+    } else if (ch == '\\') {
+      escaped = true;
+    } else if (ch == '"') {
+      in_string = false;
+    }
+  } else if (ch == '"') {
+    in_string = true;
+  } else if (ch == '{' || ch == '[') {
+    ++depth;
+  } else if (ch == '}' || ch == ']') {
+    --depth;
+  }
+  return depth;
+}
+
 ToolCallParser::ToolCallParser(ToolFormat format) : format_(format), rng_(std::random_device{}()) {}
 
 std::string ToolCallParser::NewId() {
@@ -260,8 +279,7 @@ bool ToolCallParser::RunHead(Delta* out) {
   buf_.erase(0, c.p);
   current_ = ToolCall{NewId(), std::move(name), ""};
   out->calls.push_back({static_cast<int>(calls_.size()), current_.id, current_.name, ""});
-  depth_ = 0;
-  in_string_ = escaped_ = false;
+  nesting_ = JsonNesting{};
   state_ = State::kArguments;
   return true;
 }
@@ -271,7 +289,7 @@ bool ToolCallParser::RunArguments(Delta* out) {
   std::string fragment;
   for (; i < buf_.size(); ++i) {
     const char ch = buf_[i];
-    if (depth_ == 0 && current_.arguments.empty() && fragment.empty()) {
+    if (current_.arguments.empty() && fragment.empty()) {
       if (IsSpace(ch)) continue;
       if (ch != '{') {
         Fail(out);
@@ -279,19 +297,7 @@ bool ToolCallParser::RunArguments(Delta* out) {
       }
     }
     fragment += ch;
-    if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (ch == '\\') {
-        escaped_ = true;
-      } else if (ch == '"') {
-        in_string_ = false;
-      }
-    } else if (ch == '"') {
-      in_string_ = true;
-    } else if (ch == '{' || ch == '[') {
-      ++depth_;
-    } else if ((ch == '}' || ch == ']') && --depth_ == 0) {
+    if (nesting_.Step(ch) == 0) {
       ++i;
       break;
     }
@@ -306,36 +312,18 @@ bool ToolCallParser::RunArguments(Delta* out) {
       out->calls.push_back({static_cast<int>(calls_.size()), "", "", fragment});
     }
   }
-  if (depth_ != 0 || current_.arguments.empty()) return false;  // more to come
-  call_depth_ = 1;  // inside the call object
-  in_string_ = escaped_ = false;
+  if (nesting_.depth != 0 || current_.arguments.empty()) return false;  // more to come
+  nesting_ = JsonNesting{1};  // inside the call object
   state_ = State::kTail;
   return true;
 }
 
 bool ToolCallParser::RunTail() {
   size_t i = 0;
-  for (; i < buf_.size() && call_depth_ > 0; ++i) {  // keys after the arguments (an "id") are skipped
-    const char ch = buf_[i];
-    if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (ch == '\\') {
-        escaped_ = true;
-      } else if (ch == '"') {
-        in_string_ = false;
-      }
-    } else if (ch == '"') {
-      in_string_ = true;
-    } else if (ch == '{' || ch == '[') {
-      ++call_depth_;
-    } else if (ch == '}' || ch == ']') {
-      --call_depth_;
-    }
-  }
+  for (; i < buf_.size() && nesting_.depth > 0; ++i) nesting_.Step(buf_[i]);  // keys after the arguments (an "id")
   call_text_.append(buf_, 0, i);
   buf_.erase(0, i);
-  if (call_depth_ > 0) return false;
+  if (nesting_.depth > 0) return false;
   // After the call object: the family's closing text.
   Cursor c{buf_};
   if (format_ == ToolFormat::kHermes && !c.Literal("</tool_call>")) {
@@ -391,7 +379,7 @@ ToolCallParser::Delta ToolCallParser::Finish() {
     buf_.clear();
     return out;
   }
-  if (state_ == State::kTail && call_depth_ == 0) {  // a call without its closing text
+  if (state_ == State::kTail && nesting_.depth == 0) {  // a call without its closing text
     calls_.push_back(std::move(current_));
     state_ = State::kText;
   }

@@ -109,9 +109,13 @@ class ToolCallParser {
   State state_ = State::kText;
   std::string call_text_;  // the raw text of the calls being parsed (for Fail)
   ToolCall current_;
-  int depth_ = 0;          // arguments: nesting depth
-  bool in_string_ = false, escaped_ = false;
-  int call_depth_ = 0;     // tail: depth inside the call object after the arguments
+  // The nesting of the JSON text read: the arguments', then the call object's after them.
+  struct JsonNesting {
+    int depth = 0;
+    bool in_string = false;
+    bool escaped = false;
+    int Step(char ch);  // the depth after `ch` (strings skipped)
+  } nesting_;
   bool in_list_ = false;   // mistral: inside [TOOL_CALLS] [...]
   std::vector<ToolCall> calls_;
   std::string content_;
