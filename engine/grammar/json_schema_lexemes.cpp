@@ -154,6 +154,14 @@ StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::s
       hi = it->get<double>(), hi_ex = true;
     }
   }
+  // OpenAPI's integer formats (Kubernetes schemas use them; ajv-formats checks them): whole
+  // numbers in the type's range (int64 within the bounds below).
+  if (const auto f = schema.find("format"); f != schema.end() && (*f == "int32" || *f == "int64")) {
+    integer = true;
+    const double bound = *f == "int32" ? 2147483648.0 : 9.0e18;
+    if (!lo || *lo < -bound) lo = -bound, lo_ex = false;
+    if (!hi || *hi > bound - 1) hi = bound - 1, hi_ex = false;
+  }
   std::optional<double> multiple = NumberKeyword(schema, "multipleOf");
   constexpr double kLimit = 9.0e18;
   if ((lo && std::fabs(*lo) > kLimit) || (hi && std::fabs(*hi) > kLimit)) {

@@ -1,11 +1,13 @@
 // Structured outputs validated by an independent JSON Schema validator (ajv, with ajv-formats):
 // requests at temperature 1 with the real schemas of the shared MaskBench sample, through
-// /v1/chat/completions' response_format, two choices each, on stories260K (a tiny model of
-// children's stories that knows nothing of JSON), so that any valid output is the constraint's
-// doing. Every output that ends with finish_reason "stop" must be valid, and hundreds must
-// end. A schema kvserve refuses must be a 400 naming response_format, never a failure
-// mid-stream. KVSERVE_MASKBENCH_EVERY picks every n-th file (default 4: 304 schemas).
-// Requires `npm ci` in tests/e2e and ../shared/structured/maskbench.
+// /v1/chat/completions' response_format, two choices each, on a random-weight model
+// (synthetic:tiny), so that any valid output is the constraint's doing. Every output that ends
+// with finish_reason "stop" must be valid, and hundreds must end. A schema kvserve refuses must
+// be a 400 naming response_format, never a failure mid-stream. KVSERVE_MASKBENCH_EVERY picks
+// every n-th file (default 4: 304 schemas). A run: 545 stopped, 507 valid, 38 that ajv cannot
+// check (remote $refs, its own draft limits), 0 invalid, 4 s; the first runs found a leap
+// second, a URI and an int32 that the grammar let through (fixed in formats.cpp and the
+// integer formats). Requires `npm ci` in tests/e2e and ../shared/structured/maskbench.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -52,19 +54,19 @@ function validatorFor(schema) {
 
 let server;
 before(async () => {
-  server = await startServer(['--max-num-seqs', '16']);
+  server = await startServer(['--max-num-seqs', '16'], { model: 'synthetic:tiny' });
 });
 after(async () => {
   assert.equal(await server.stop(), 0, server.log());
 });
 
-// The random model rarely picks the one token that ends a string or closes an object among the
+// A random model rarely picks the one token that ends a string or closes an object among the
 // hundreds the grammar allows, so outputs run to max_tokens; a logit bias on the closing tokens
 // (as any client may send) makes most of them end. Where they may come is still the grammar's
 // decision: a bias cannot allow a token the mask forbids.
 async function closingBias() {
   const bias = {};
-  for (let id = 0; id < 4096; ++id) {  // every token of a small vocabulary (stories260K: 512)
+  for (let id = 0; id < 4096; ++id) {  // every token of a small vocabulary (synthetic:tiny: 512)
     const r = await postJson(`${server.url}/detokenize`, { tokens: [id] });
     if (r.status !== 200) break;  // past the vocabulary
     if (/["}\]]/.test(r.json.prompt)) bias[id] = 8;
@@ -126,5 +128,5 @@ test(`outputs at temperature 1 are valid instances (every ${every}th MaskBench s
   await Promise.all(Array.from({ length: 16 }, worker));
   console.log(`# ${JSON.stringify(tally)}`);
   assert.deepEqual(invalid, [], `${invalid.length} outputs that ended with "stop" are invalid`);
-  assert.ok(tally.valid >= Math.min(200, (files.length * 2) / 3), `only ${tally.valid} valid outputs: ${JSON.stringify(tally)}`);
+  assert.ok(tally.valid >= Math.min(300, files.length), `only ${tally.valid} valid outputs: ${JSON.stringify(tally)}`);
 });

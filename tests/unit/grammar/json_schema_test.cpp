@@ -1,6 +1,7 @@
 // CompileJsonSchema per keyword: JSON texts that are valid instances must be accepted to the end
 // (then end-of-text), invalid ones refused, each labelled by hand from the JSON Schema
 // specification; unsupported keywords are errors naming the keyword and its pointer.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -209,6 +210,26 @@ TEST_F(JsonSchemaTest, UnsupportedKeywordsNameThemselvesAndTheirPointer) {
   EXPECT_EQ(c->ignored.size(), 2u);
   EXPECT_FALSE(CompileJsonSchema(R"({"type": "integer", "minimum": 5, "maximum": 1})").ok());
   EXPECT_FALSE(CompileJsonSchema("false").ok());
+}
+
+// OpenAPI's int32/int64 formats (Kubernetes schemas): whole numbers in range, as ajv-formats
+// checks them (a random model once wrote 12052890722 for an int32).
+TEST_F(JsonSchemaTest, OpenApiIntegerFormatsBoundTheValue) {
+  for (const char* type : {"integer", "number"}) {
+    StatusOr<CompiledSchema> c = CompileJsonSchema(fmt::format(R"({{"type": "{}", "format": "int32"}})", type));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const auto g = std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_);
+    EXPECT_TRUE(Accepts(g, "2147483647"));
+    EXPECT_TRUE(Accepts(g, "-2147483648"));
+    EXPECT_FALSE(Accepts(g, "2147483648"));
+    EXPECT_FALSE(Accepts(g, "12052890722"));
+    EXPECT_FALSE(Accepts(g, "1.5"));
+  }
+  StatusOr<CompiledSchema> c = CompileJsonSchema(R"({"type": "integer", "format": "int64", "minimum": 5})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const auto g = std::make_shared<CompiledGrammar>(std::move(c->grammar), trie_);
+  EXPECT_TRUE(Accepts(g, "8999999999999999999"));
+  EXPECT_FALSE(Accepts(g, "4"));
 }
 
 TEST_F(JsonSchemaTest, BoundedWhitespaceWhenGenerating) {
