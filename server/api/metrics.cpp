@@ -16,10 +16,14 @@
 //   histograms time_to_first_token_seconds, inter_token_latency_seconds,
 //              request_duration_seconds, step_duration_seconds,
 //              grammar_compile_seconds, grammar_mask_seconds
+// And, unprefixed, vLLM's names of the inference gateway's model-server protocol (each with
+// model_name): vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc,
+// vllm:gpu_cache_usage_perc, vllm:lora_requests_info.
 #include "server/api/metrics.h"
 
 #include <prometheus/text_serializer.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,8 +40,12 @@ using prometheus::MetricType;
 class Families {
  public:
   MetricFamily& Add(std::string name, std::string help, MetricType type) {
+    return AddNamed("kvserve_" + std::move(name), std::move(help), type);
+  }
+  // A family named as given (another server's names, for clients that expect them).
+  MetricFamily& AddNamed(std::string name, std::string help, MetricType type) {
     MetricFamily f;
-    f.name = "kvserve_" + std::move(name);
+    f.name = std::move(name);
     f.help = std::move(help);
     f.type = type;
     families_.push_back(std::move(f));
@@ -84,6 +92,30 @@ class Families {
  private:
   std::vector<MetricFamily> families_;
 };
+
+// The model-server protocol of Kubernetes' inference gateway (gateway-api-inference-extension,
+// proposal 003) under vLLM's names, so an endpoint picker configured for vLLM reads kvserve
+// unchanged: queued requests (waiting, and preempted ones waiting to resume), running requests,
+// KV cache use in 0-1 (also under its older name), and the LoRA info line (kvserve serves no
+// adapters: max_lora 0, none running).
+void AddModelServerProtocol(const EngineStats& s, const std::string& model, Families* out) {
+  const std::vector<ClientMetric::Label> labels = {{"model_name", model}};
+  auto gauge = [&](const char* name, const char* help, double value) {
+    Families::AddSample(out->AddNamed(name, help, MetricType::Gauge), labels, value);
+  };
+  gauge("vllm:num_requests_waiting", "Requests waiting to be processed (kvserve: waiting + swapped).",
+        static_cast<double>(s.waiting + s.swapped));
+  gauge("vllm:num_requests_running", "Requests in model execution batches (kvserve: running).",
+        static_cast<double>(s.running));
+  gauge("vllm:kv_cache_usage_perc", "KV cache usage, 1 = 100 percent (kvserve_kv_cache_usage_ratio).",
+        s.cache.usage_ratio);
+  gauge("vllm:gpu_cache_usage_perc", "KV cache usage, 1 = 100 percent (vllm:kv_cache_usage_perc's older name).",
+        s.cache.usage_ratio);
+  MetricFamily& lora = out->AddNamed("vllm:lora_requests_info", "LoRA adapters (kvserve serves none); the value is "
+                                     "the time of this snapshot.", MetricType::Gauge);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  Families::AddSample(lora, {{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}}, now);
+}
 
 }  // namespace
 
@@ -186,6 +218,8 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   out.Histogram("grammar_compile_seconds", "Time to compile a structured output's grammar (cache misses).",
                 s.grammar_compile);
   out.Histogram("grammar_mask_seconds", "Time to compute one token mask of a structured output.", s.grammar_mask);
+
+  AddModelServerProtocol(s, ctx.model_id, &out);
 
   MetricFamily& info = out.Add("info", "The served model and KV cache configuration (value 1).", MetricType::Gauge);
   Families::AddSample(info,

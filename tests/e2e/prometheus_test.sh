@@ -45,7 +45,14 @@ HTTP="http://127.0.0.1:$(http_port "$WORK/serve.out")"
 ready() { [[ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$HTTP/ready")" == 200 ]]; }
 wait_for 120 ready || fail "kvserve never became ready"
 curl -sf --max-time 30 "$HTTP/metrics" >"$WORK/metrics.txt" || fail "GET /metrics failed"
-promtool check metrics <"$WORK/metrics.txt" || fail "promtool check metrics found problems"
+# vLLM's names of the inference gateway's protocol carry colons on purpose (an endpoint picker
+# configured for vLLM reads them); promtool's lint on that is the only finding allowed.
+promtool check metrics <"$WORK/metrics.txt" >"$WORK/lint.txt" 2>&1 || true
+grep -q '^vllm:num_requests_waiting' "$WORK/metrics.txt" || fail "no vllm:num_requests_waiting"
+if grep -v "^vllm:[a-z_]* metric names should not contain ':'$" "$WORK/lint.txt" | grep -q .; then
+  cat "$WORK/lint.txt" >&2
+  fail "promtool check metrics found problems"
+fi
 
 # 2. Prometheus on a free loopback port, scraping every second.
 PROM="127.0.0.1:$(free_port)"

@@ -1,0 +1,68 @@
+// The model-server protocol of Kubernetes' inference gateway (gateway-api-inference-extension,
+// proposal 003), under vLLM's metric names so an endpoint picker configured for vLLM reads
+// kvserve unchanged: /metrics scraped while a load runs must show the queue and the KV pool
+// move (vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc, each
+// with model_name), agree with kvserve's own families, and return to idle afterwards.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { MODEL_ID, pollUntil, postJson, startServer } from './lib/server.mjs';
+
+// The samples of a metric name in the exposition text, by their label string.
+function samples(text, name) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+    const m = line.match(/^[^{ ]+(\{[^}]*\})? (\S+)$/);
+    if (m) out[m[1] ?? ''] = Number(m[2]);
+  }
+  return out;
+}
+
+let server;
+before(async () => {
+  // Two sequences at a time and a slow step: six requests keep four waiting for a while.
+  server = await startServer(['--max-num-seqs', '2', '--inject-step-delay-ms', '5']);
+});
+after(async () => {
+  assert.equal(await server.stop(), 0, server.log());
+});
+
+test('the vLLM-named gauges follow the queue and the KV pool', async () => {
+  const scrape = async () => (await fetch(`${server.url}/metrics`)).text();
+  const label = `{model_name="${MODEL_ID}"}`;
+  const idle = await scrape();
+  for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc',
+                      'vllm:gpu_cache_usage_perc']) {
+    assert.deepEqual(samples(idle, name), { [label]: 0 }, name);
+    assert.match(idle, new RegExp(`# TYPE ${name} gauge`));
+  }
+  assert.match(idle, /^vllm:lora_requests_info\{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""\} \d/m);
+
+  const load = Array.from({ length: 6 }, (_, i) => postJson(`${server.url}/v1/completions`, {
+    prompt: `Story ${i}: once upon a time`, max_tokens: 120, ignore_eos: true, temperature: 0 }));
+  const seen = { waiting: 0, running: 0, usage: 0 };
+  await pollUntil(async () => {
+    const text = await scrape();
+    const waiting = samples(text, 'vllm:num_requests_waiting')[label];
+    const running = samples(text, 'vllm:num_requests_running')[label];
+    const usage = samples(text, 'vllm:kv_cache_usage_perc')[label];
+    // The same snapshot as kvserve's own families.
+    assert.equal(running, samples(text, 'kvserve_requests')['{state="running"}']);
+    assert.equal(usage, samples(text, 'kvserve_kv_cache_usage_ratio')['']);
+    assert.equal(samples(text, 'vllm:gpu_cache_usage_perc')[label], usage);
+    assert.ok(running <= 2 && usage >= 0 && usage <= 1, text);
+    seen.waiting = Math.max(seen.waiting, waiting);
+    seen.running = Math.max(seen.running, running);
+    seen.usage = Math.max(seen.usage, usage);
+    return seen.waiting >= 3 && seen.running === 2 && seen.usage > 0;
+  }, { timeoutMs: 30000, intervalMs: 20, what: 'a queue, two running requests and KV blocks in use' });
+  for (const r of await Promise.all(load)) assert.equal(r.status, 200, r.text);
+
+  await pollUntil(async () => {
+    const text = await scrape();
+    return samples(text, 'vllm:num_requests_waiting')[label] === 0 &&
+           samples(text, 'vllm:num_requests_running')[label] === 0 &&
+           samples(text, 'vllm:kv_cache_usage_perc')[label] === 0;
+  }, { timeoutMs: 10000, what: 'the gauges back to idle' });
+});
