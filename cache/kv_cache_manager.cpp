@@ -230,6 +230,10 @@ void KvCacheManager::CommitComputed(SeqId seq, std::span<const int32_t> tokens, 
   m.MaybeVerify();
 }
 
+void KvCacheManager::set_record_prefix_events(bool on) { impl_->index.set_record_events(on); }
+
+std::vector<PrefixEvent> KvCacheManager::TakePrefixEvents() { return impl_->index.TakeEvents(); }
+
 void KvCacheManager::Free(SeqId seq) {
   auto it = impl_->seqs.find(seq);
   if (it == impl_->seqs.end()) return;

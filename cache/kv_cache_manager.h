@@ -203,6 +203,11 @@ class KvCacheManager {
   // The host tier's whole memory (for the backend to page-lock); empty when the tier is off.
   std::span<uint8_t> host_tier_memory();
 
+  // KV events: while on, the prefix index records each block it publishes or forgets
+  // (PrefixIndex::set_record_events); TakePrefixEvents hands them over in order.
+  void set_record_prefix_events(bool on);
+  std::vector<PrefixEvent> TakePrefixEvents();
+
   // Pool, tables, prefix index and host tier are mutually consistent: ref counts equal the
   // number of holders, free-list membership matches ref counts, published blocks are full
   // and immutable, no block is both free-without-hash and indexed.

@@ -69,12 +69,14 @@ std::optional<PrefixRef> PrefixIndex::Publish(BlockId id, const BlockHash& hash,
   m.tokens.assign(tokens.begin(), tokens.end());
   m.salt.assign(salt);
   map_.emplace(hash, id);
+  if (record_events_) events_.push_back({PrefixEvent::Kind::kStored, {id, m.epoch}, parent, m.tokens, m.salt});
   return PrefixRef{id, m.epoch};
 }
 
 void PrefixIndex::Remove(BlockId id) {
   BlockMeta& m = meta_[Checked(id)];
   CHECK(m.indexed) << "block " << id << " is not in the prefix index";
+  if (record_events_) events_.push_back({PrefixEvent::Kind::kRemoved, {id, m.epoch}, {}, {}, {}});
   map_.erase(m.hash);
   m.indexed = false;
   m.tokens.clear();

@@ -46,6 +46,17 @@ struct PrefixRef {
 };
 inline constexpr PrefixRef kPrefixRoot{};
 
+// A change of the index, for subscribers outside the engine (KV events for a router): a block
+// published, with its parent and contents, or removed.
+struct PrefixEvent {
+  enum class Kind : uint8_t { kStored, kRemoved };
+  Kind kind = Kind::kStored;
+  PrefixRef block;
+  PrefixRef parent;             // kStored (kPrefixRoot: the first block of a prompt)
+  std::vector<int32_t> tokens;  // kStored
+  std::string salt;             // kStored
+};
+
 class PrefixIndex {
  public:
   // REQUIRES: num_blocks > 0, block_size > 0. `hash` nullptr: SHA-256.
@@ -71,6 +82,11 @@ class PrefixIndex {
                                                  std::string_view salt);
   // Forgets block `id`. REQUIRES: indexed(id).
   void Remove(BlockId id);
+
+  // While on, Publish and Remove record a PrefixEvent each (duplicates and collisions, which
+  // change nothing, none); TakeEvents hands them over in order.
+  void set_record_events(bool on) { record_events_ = on; }
+  std::vector<PrefixEvent> TakeEvents() { return std::move(events_); }
 
   bool indexed(BlockId id) const { return meta_[Checked(id)].indexed; }
   // REQUIRES: indexed(id).
@@ -110,6 +126,8 @@ class PrefixIndex {
   uint64_t next_epoch_ = 1;
   std::vector<BlockMeta> meta_;  // [num_blocks]
   std::unordered_map<BlockHash, BlockId, HashOfHash> map_;
+  bool record_events_ = false;
+  std::vector<PrefixEvent> events_;
 };
 
 }  // namespace kvserve

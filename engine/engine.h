@@ -18,6 +18,7 @@
 
 #include "cache/kv_block_map.h"
 #include "cache/kv_spec.h"
+#include "cache/prefix_index.h"
 #include "common/profiler.h"
 #include "common/status.h"
 #include "engine/backend/backend.h"
@@ -99,6 +100,10 @@ struct EngineConfig {
   bool recompute_every_token = false;
   // Where step time goes (nullable, not owned; must outlive the engine).
   Profiler* profiler = nullptr;
+  // KV events (a router's view of the prefix cache): called on the engine thread after each
+  // step with the blocks the prefix index published or forgot since the last call, in order.
+  // It must return quickly (hand them to another thread). Null: nothing is recorded.
+  std::function<void(std::vector<PrefixEvent>)> prefix_event_sink;
   EngineTestHooks test_hooks;
 };
 

@@ -69,6 +69,7 @@ Status EngineCore::Init() {
     cc.num_compact_blocks = config_.num_compact_blocks;
   }
   cache_ = std::make_unique<KvCacheManager>(spec, cc);
+  cache_->set_record_prefix_events(config_.prefix_event_sink != nullptr);
   if (!cache_->host_tier_memory().empty()) RETURN_IF_ERROR(backend_->RegisterHostMemory(cache_->host_tier_memory()));
 
   // A sequence can never hold more than the whole pool.
@@ -524,6 +525,10 @@ void EngineCore::EndStep(Clock::time_point start, const SchedulerOutput& out) {
 
 void EngineCore::PublishStats(bool full) {
   Profiler::Scope scope(config_.profiler, ProfileOp::kPublish);
+  if (config_.prefix_event_sink) {
+    std::vector<PrefixEvent> events = cache_->TakePrefixEvents();
+    if (!events.empty()) config_.prefix_event_sink(std::move(events));
+  }
   const Clock::time_point now = Clock::now();
   throughput_window_.emplace_back(now, stats_.generation_tokens_total);
   while (throughput_window_.size() > 2 && Seconds(now - throughput_window_.front().first) > kThroughputWindowSeconds) {

@@ -264,5 +264,39 @@ TEST(PrefixCache, CommitIsIncrementalAcrossDecodeSteps) {
   EXPECT_EQ(m.AcquireCachedPrefix(2, Range(1, 12), ""), 8);
 }
 
+
+// KV events: each published block once, with its parent, tokens and salt (a shared prefix and
+// a duplicate publish add nothing); each forgotten one once, in order; none while off.
+TEST(PrefixCache, PrefixEventsRecordStoredAndRemovedBlocksInOrder) {
+  KvCacheManager m(SmallSpec(), Config(6));
+  Prefill(m, 1, Range(10, 9), "s");  // nothing recorded yet
+  EXPECT_TRUE(m.TakePrefixEvents().empty());
+  m.Free(1);
+  m.set_record_prefix_events(true);
+  const auto a = Range(30, 9);
+  Prefill(m, 2, a, "t");  // takes 3, 4, 5: publishes 3 (root) and 4 (after 3)
+  Prefill(m, 3, a, "t");  // a hit on 3 and 4: nothing new
+  std::vector<PrefixEvent> ev = m.TakePrefixEvents();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, PrefixEvent::Kind::kStored);
+  EXPECT_EQ(ev[0].block.block, 3);
+  EXPECT_EQ(ev[0].parent, kPrefixRoot);
+  EXPECT_EQ(ev[0].tokens, Range(30, 4));
+  EXPECT_EQ(ev[0].salt, "t");
+  EXPECT_EQ(ev[1].block.block, 4);
+  EXPECT_EQ(ev[1].parent, ev[0].block);
+  EXPECT_EQ(ev[1].tokens, Range(34, 4));
+  EXPECT_TRUE(m.TakePrefixEvents().empty());  // handed over once
+  m.Free(2);
+  m.Free(3);
+  // New blocks evict the oldest cached ones (sequence 1's blocks 0 and 1, then 3).
+  ASSERT_TRUE(m.AllocateSlots(4, 24).has_value());
+  ev = m.TakePrefixEvents();
+  ASSERT_GE(ev.size(), 3u);
+  for (const PrefixEvent& e : ev) EXPECT_EQ(e.kind, PrefixEvent::Kind::kRemoved);
+  EXPECT_EQ(ev[0].block.block, 1);
+  EXPECT_EQ(ev[1].block.block, 0);
+}
+
 }  // namespace prefix_cache_test
 }  // namespace kvserve
