@@ -6,18 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { MODEL_ID, pollUntil, postJson, startServer } from './lib/server.mjs';
-
-// The samples of a metric name in the exposition text, by their label string.
-function samples(text, name) {
-  const out = {};
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
-    const m = line.match(/^[^{ ]+(\{[^}]*\})? (\S+)$/);
-    if (m) out[m[1] ?? ''] = Number(m[2]);
-  }
-  return out;
-}
+import { MODEL_ID, metric, metrics, pollUntil, postJson, startServer } from './lib/server.mjs';
 
 let server;
 before(async () => {
@@ -29,12 +18,12 @@ after(async () => {
 });
 
 test('the vLLM-named gauges follow the queue and the KV pool', async () => {
-  const scrape = async () => (await fetch(`${server.url}/metrics`)).text();
+  const scrape = () => metrics(server.url);
   const label = `{model_name="${MODEL_ID}"}`;
   const idle = await scrape();
   for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc',
                       'vllm:gpu_cache_usage_perc']) {
-    assert.deepEqual(samples(idle, name), { [label]: 0 }, name);
+    assert.equal(metric(idle, name + label), 0, name);
     assert.match(idle, new RegExp(`# TYPE ${name} gauge`));
   }
   assert.match(idle, /^vllm:lora_requests_info\{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""\} \d/m);
@@ -44,13 +33,13 @@ test('the vLLM-named gauges follow the queue and the KV pool', async () => {
   const seen = { waiting: 0, running: 0, usage: 0 };
   await pollUntil(async () => {
     const text = await scrape();
-    const waiting = samples(text, 'vllm:num_requests_waiting')[label];
-    const running = samples(text, 'vllm:num_requests_running')[label];
-    const usage = samples(text, 'vllm:kv_cache_usage_perc')[label];
+    const waiting = metric(text, 'vllm:num_requests_waiting' + label);
+    const running = metric(text, 'vllm:num_requests_running' + label);
+    const usage = metric(text, 'vllm:kv_cache_usage_perc' + label);
     // The same snapshot as kvserve's own families.
-    assert.equal(running, samples(text, 'kvserve_requests')['{state="running"}']);
-    assert.equal(usage, samples(text, 'kvserve_kv_cache_usage_ratio')['']);
-    assert.equal(samples(text, 'vllm:gpu_cache_usage_perc')[label], usage);
+    assert.equal(running, metric(text, 'kvserve_requests{state="running"}'));
+    assert.equal(usage, metric(text, 'kvserve_kv_cache_usage_ratio'));
+    assert.equal(metric(text, 'vllm:gpu_cache_usage_perc' + label), usage);
     assert.ok(running <= 2 && usage >= 0 && usage <= 1, text);
     seen.waiting = Math.max(seen.waiting, waiting);
     seen.running = Math.max(seen.running, running);
@@ -61,8 +50,8 @@ test('the vLLM-named gauges follow the queue and the KV pool', async () => {
 
   await pollUntil(async () => {
     const text = await scrape();
-    return samples(text, 'vllm:num_requests_waiting')[label] === 0 &&
-           samples(text, 'vllm:num_requests_running')[label] === 0 &&
-           samples(text, 'vllm:kv_cache_usage_perc')[label] === 0;
+    return metric(text, 'vllm:num_requests_waiting' + label) === 0 &&
+           metric(text, 'vllm:num_requests_running' + label) === 0 &&
+           metric(text, 'vllm:kv_cache_usage_perc' + label) === 0;
   }, { timeoutMs: 10000, what: 'the gauges back to idle' });
 });
