@@ -55,6 +55,7 @@ struct KvBlockMap {
   int num_compact_blocks = 0;
   int host_total_blocks = 0;
   int host_used_blocks = 0;
+  int prefix_indexed = 0;  // main-region blocks in the prefix index (reusable by a later prompt)
 
   int num_blocks() const { return static_cast<int>(state.size()) - num_compact_blocks; }
   int count(BlockState s) const { return counts[static_cast<size_t>(s)]; }

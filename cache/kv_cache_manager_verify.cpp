@@ -88,6 +88,7 @@ KvBlockMap KvCacheManager::BlockMap() const {
   }
   map.host_total_blocks = m.host.num_slots();
   map.host_used_blocks = m.host.num_used();
+  map.prefix_indexed = m.index.num_indexed();
   return map;
 }
 

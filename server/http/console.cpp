@@ -88,6 +88,7 @@ std::string CacheBlocksJson(const CacheSnapshot& snapshot, const std::string& ca
   }
   counts["host_total"] = map.host_total_blocks;
   counts["host_used"] = map.host_used_blocks;
+  counts["prefix_indexed"] = map.prefix_indexed;
   json owners = json::array();
   for (size_t k = 0; k < map.seqs.size(); ++k) {
     owners.push_back(OwnerJson(snapshot.owners[k], map.seqs[k], caller_tenant, hide_other_tenants, label_key));

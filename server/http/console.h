@@ -7,7 +7,9 @@
 //   {"object": "kv_cache.blocks", "time": <unix seconds>, "block_size", "num_blocks",
 //    "bytes_per_block", "dtype": <KvSpec::Describe>,
 //    "states": ["free", "used", "cached", "pinned", "shared"],
-//    "counts": {"free", "used", "cached", "pinned", "shared", "host_total", "host_used"},
+//    "counts": {"free", "used", "cached", "pinned", "shared", "host_total", "host_used",
+//               "prefix_indexed"},   prefix_indexed: blocks a later prompt can reuse (what KV events
+//               report as stored and not removed; "cached" ones plus those also held)
 //    "runs": [[count, state, owner, fill], ...],   blocks 0.. in order; state: index into
 //            "states"; owner: index into "owners" (the holder with the lowest sequence id),
 //            -1 for none; fill: token positions held (0..block_size)
