@@ -30,7 +30,7 @@
 # does not start (deploy/docker/install-runtime.sh). For today's binary on Debian 12 the list is
 #   libabsl20220623 libc-ares2 libc6 libfmt9 libgcc-s1 libgomp1 libgrpc++1.51 libgrpc29
 #   libpcre2-8-0 libprometheus-cpp-core1.0 libprotobuf32 libre2-9 libspdlog1.10 libssl3
-#   libstdc++6 zlib1g
+#   libstdc++6 libzmq5 zlib1g
 # (OpenBLAS joins by itself once the backend calls it); the CUDA build adds cuda-cudart-13-0
 # and libcublas-13-0 (cuBLAS is opened with dlopen on first use, so its build stage names the
 # library to runtime-packages.sh). No compilers, no -dev packages.
