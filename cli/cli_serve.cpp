@@ -34,6 +34,7 @@
 #include "engine/model/synthetic.h"
 #include "cli/cli.h"
 #include "cli/engine_options.h"
+#include "cli/kv_events_options.h"
 #include "server/http/http_server.h"
 #include "server/grpc/grpc_server.h"
 #include "server/api/metrics.h"
@@ -48,6 +49,7 @@ struct ServeOptions {
   CLI::App* sub = nullptr;
   EngineFlags engine;
   ServerOptions server;
+  KvEventsFlags kv_events;
   std::string api_key_file;
   std::string log_format = "text";
   std::string log_level = "info";
@@ -270,6 +272,13 @@ int RunServe(ServeOptions& o) {
   if (!plan.ok()) return ReportError(kCommand, plan.status().message(), kExitUsageError);
   plan->config.profiler = profiler.get();
   plan->config.state = ctx.state;
+  // Declared before the engine, so it outlives the engine thread that feeds it.
+  StatusOr<std::unique_ptr<KvEventPublisher>> kv_events =
+      StartKvEvents(o.kv_events, ctx.model_id, (*http)->port(), plan->config.kv.block_size, plan->config.enable_prefix_caching);
+  if (!kv_events.ok()) return ReportError(kCommand, kv_events.status().message(), kExitUsageError);
+  if (*kv_events) {
+    plan->config.prefix_event_sink = [p = kv_events->get()](std::vector<PrefixEvent> events) { p->Enqueue(std::move(events)); };
+  }
   StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);
   if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);
   ctx.backend_name = plan->device;
@@ -355,6 +364,7 @@ void RegisterServeCommand(CommandRegistry& registry) {
                   "the environment win");
   ServerOptions& s = o->server;
   AddEngineOptions(sub, &o->engine);
+  AddKvEventsOptions(sub, &o->kv_events);
   sub->add_option("--host", s.host, "Address to listen on (HTTP and gRPC)");
   sub->add_option("--http-port", s.http_port, "HTTP port (0: pick a free one; printed at start)")
       ->check(CLI::Range(0, 65535));

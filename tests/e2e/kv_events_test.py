@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""E2E: KV events (--kv-events-endpoint) seen by a subscriber as llm-d's indexer sees them.
+
+A real `kvserve serve` with a small KV pool publishes on ZMQ; this test subscribes with
+python3-zmq, decodes the batches with python3-msgpack, and after a concurrent workload (shared
+system prompts as token ids, salted requests, chat requests, far more tokens than the pool holds,
+so blocks are evicted) checks:
+  - the framing: three frames, topic kv@<pod>@<model>, 8-byte big-endian sequence numbers without
+    gaps; every hash a msgpack uint64 in full width (0xcf, what llm-d's decoder requires);
+  - the replay socket returns the same batches from sequence 0 (the AllBlocksCleared at start
+    included), then the end marker;
+  - the blocks rebuilt from the events alone (stored minus removed) are as many as the server's
+    /v1/cache/blocks reports in its prefix index once idle, every removal names a stored block,
+    every parent a block stored before;
+  - the hashes, recomputed here from the prompts' token ids (vLLM's sha256_cbor, written anew in
+    this file: canonical CBOR by hand, hashlib), are the published ones; a salted prompt's blocks
+    carry no token ids and hashes that no unsalted or other-salted prompt produces.
+
+Usage: kv_events_test.py KVSERVE_BINARY MODEL
+Exit:  0 pass, 1 fail, 77 skipped (python3-zmq or python3-msgpack missing).
+"""
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+try:
+    import msgpack
+    import zmq
+except ImportError as e:
+    print("SKIP: %s (Debian python3-zmq, python3-msgpack)" % e)
+    sys.exit(77)
+
+SEED = "kv-events-e2e"
+END_SEQ = b"\xff" * 8
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(url, body=None, timeout=120):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.load(response)
+
+
+# vLLM's sha256_cbor: root = sha256(CBOR(seed)); block = sha256(CBOR([parent32, tokens, extra]));
+# the event value is the digest's last 8 bytes, big-endian.
+def cbor_head(major, n):
+    if n < 24:
+        return bytes([major << 5 | n])
+    for info, width in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n < 1 << (8 * width):
+            return bytes([major << 5 | info]) + n.to_bytes(width, "big")
+    raise ValueError(n)
+
+
+def cbor_text(s):
+    b = s.encode()
+    return cbor_head(3, len(b)) + b
+
+
+def block_digest(parent, tokens, salt):
+    extra = b"\xf6" if salt is None else cbor_head(4, 1) + cbor_text(salt)
+    body = cbor_head(4, 3) + cbor_head(2, 32) + parent + cbor_head(4, len(tokens))
+    body += b"".join(cbor_head(0, t) for t in tokens) + extra
+    return hashlib.sha256(body).digest()
+
+
+def prompt_hashes(tokens, block_size, salt=None):
+    parent, out = hashlib.sha256(cbor_text(SEED)).digest(), []
+    for b in range(len(tokens) // block_size):
+        parent = block_digest(parent, tokens[b * block_size:(b + 1) * block_size], salt if b == 0 else None)
+        out.append(int.from_bytes(parent[24:], "big"))
+    return out
+
+
+class Subscriber(threading.Thread):
+    def __init__(self, ctx, endpoint):
+        super().__init__(daemon=True)
+        self.sock = ctx.socket(zmq.SUB)
+        self.sock.setsockopt(zmq.SUBSCRIBE, b"kv@")
+        self.sock.setsockopt(zmq.RCVTIMEO, 200)
+        self.sock.connect(endpoint)
+        self.messages, self.stop = [], False
+
+    def run(self):
+        while not self.stop:
+            try:
+                self.messages.append(self.sock.recv_multipart())
+            except zmq.Again:
+                pass
+
+
+def replay(ctx, endpoint, start):
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.RCVTIMEO, 5000)
+    sock.connect(endpoint)
+    sock.send_multipart([b"", start.to_bytes(8, "big")])
+    out = []
+    while True:
+        frames = sock.recv_multipart()
+        assert len(frames) == 4 and frames[0] == b"", frames
+        if frames[2] == END_SEQ:
+            assert frames[1] == b"" and frames[3] == b""
+            break
+        out.append(frames[1:])
+    sock.close()
+    return out
+
+
+def check(cond, what, failures):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def main():
+    kvserve, model = sys.argv[1], sys.argv[2]
+    failures = []
+    pub_port, replay_port = free_port(), free_port()
+    with tempfile.TemporaryDirectory() as work:
+        out = open(os.path.join(work, "serve.out"), "w+")
+        err = open(os.path.join(work, "serve.err"), "w+")
+        proc = subprocess.Popen(
+            [kvserve, "serve", "--model", model, "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1",
+             "--kv-cache-memory", "768KiB", "--max-num-seqs", "4", "--log-level", "warn",
+             "--kv-events-endpoint", "tcp://*:%d" % pub_port,
+             "--kv-events-replay-endpoint", "tcp://*:%d" % replay_port,
+             "--kv-events-topic", "kv@10.1.2.3:8000@e2e-model", "--kv-events-hash-seed", SEED],
+            stdout=out, stderr=err)
+        try:
+            url = None
+            deadline = time.time() + 120
+            while url is None and time.time() < deadline:
+                out.seek(0)
+                m = re.search(r"HTTP on (http://127\.0\.0\.1:\d+)", out.read())
+                try:
+                    if m and call(m.group(1) + "/ready", timeout=5)["status"]:
+                        url = m.group(1)
+                except OSError:
+                    pass
+                if proc.poll() is not None:
+                    err.seek(0)
+                    raise RuntimeError("kvserve exited: " + err.read()[-2000:])
+                time.sleep(0.1)
+            model_id = call(url + "/v1/models")["data"][0]["id"]
+            blocks = call(url + "/v1/cache/blocks")
+            bs, pool = blocks["block_size"], blocks["num_blocks"]
+            print("pool: %d blocks of %d tokens" % (pool, bs))
+
+            ctx = zmq.Context()
+            sub = Subscriber(ctx, "tcp://127.0.0.1:%d" % pub_port)
+            sub.start()
+            time.sleep(0.5)  # the subscription reaches the publisher
+
+            rng = random.Random(7)
+            systems = [[rng.randrange(3, 250) for _ in range(4 * bs)] for _ in range(3)]
+            jobs = []
+            for i in range(36):
+                prompt = systems[i % 3] + [rng.randrange(3, 250) for _ in range(rng.randrange(bs, 4 * bs))]
+                salt = "tenant-%d" % (i // 4 % 2) if i % 4 == 3 else None
+                jobs.append((prompt, salt))
+            chats = ["Tell me a story about a %s." % w for w in ("cat", "dog", "boat", "tree")]
+
+            def worker(k):
+                for j in range(k, len(jobs), 4):
+                    prompt, salt = jobs[j]
+                    body = {"model": model_id, "prompt": prompt, "max_tokens": 8, "temperature": 0}
+                    if salt:
+                        body["cache_salt"] = salt
+                    call(url + "/v1/completions", body)
+                    if j % 9 == 0:
+                        call(url + "/v1/chat/completions", {"model": model_id, "max_tokens": 8, "messages": [
+                            {"role": "user", "content": chats[j % len(chats)]}]})
+
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            # Idle, and the last step's events sent.
+            while call(url + "/v1/cache/blocks")["engine"]["running"] > 0:
+                time.sleep(0.05)
+            time.sleep(1.0)
+            blocks = call(url + "/v1/cache/blocks")
+            sub.stop = True
+            sub.join()
+            live = sub.messages
+            replayed = replay(ctx, "tcp://127.0.0.1:%d" % replay_port, 0)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    # Framing and sequence numbers.
+    check(len(live) > 0 and all(len(m) == 3 for m in live), "every message has three frames (%d live)" % len(live),
+          failures)
+    check(all(m[0] == b"kv@10.1.2.3:8000@e2e-model" for m in live), "topic kv@<pod>@<model>", failures)
+    seqs = [int.from_bytes(m[1], "big") for m in live]
+    check(all(len(m[1]) == 8 for m in live) and seqs == list(range(seqs[0], seqs[0] + len(seqs))),
+          "8-byte big-endian sequence numbers without gaps (%d..%d)" % (seqs[0], seqs[-1]), failures)
+    rseqs = [int.from_bytes(m[1], "big") for m in replayed]
+    check(rseqs == list(range(0, seqs[-1] + 1)), "replay from 0 returns batches 0..%d" % seqs[-1], failures)
+    check(all(r == m for r, m in zip(replayed[seqs[0]:], live)), "replayed batches equal the live ones", failures)
+
+    # Hash width: every hash is 0xcf + 8 bytes (a plain decode cannot tell, so look at the bytes).
+    batches = [msgpack.unpackb(m[2], raw=False, strict_map_key=False) for m in replayed]
+    widths_ok = True
+    for m, batch in zip(replayed, batches):
+        for ev in batch[1]:
+            for h in ev[1] if ev[0] != "AllBlocksCleared" else []:
+                widths_ok &= (b"\xcf" + h.to_bytes(8, "big")) in m[2]
+    check(widths_ok, "every hash is encoded as a full-width uint64", failures)
+    check(batches[0][1] == [["AllBlocksCleared"]], "the first batch is AllBlocksCleared", failures)
+
+    # Rebuild the stored blocks from the events alone.
+    stored, ever, removed_unknown, orphan_parents = {}, {}, 0, 0
+    salted = set()
+    for batch in batches:
+        ts, events, rank = batch
+        assert rank == 0 and isinstance(ts, float)
+        for ev in events:
+            if ev[0] == "BlockStored":
+                hashes, parent, tokens, size = ev[1], ev[2], ev[3], ev[4]
+                assert size == bs and ev[6] == "GPU"
+                if parent is not None and parent not in stored:
+                    orphan_parents += 1
+                if tokens:
+                    assert len(tokens) == len(hashes) * bs
+                for i, h in enumerate(hashes):
+                    stored[h] = tokens[i * bs:(i + 1) * bs] if tokens else None
+                    ever[h] = stored[h]
+                    if not tokens:
+                        salted.add(h)
+            elif ev[0] == "BlockRemoved":
+                for h in ev[1]:
+                    if h in stored:
+                        del stored[h]
+                    else:
+                        removed_unknown += 1
+    removals = sum(len(ev[1]) for b in batches for ev in b[1] if ev[0] == "BlockRemoved")
+    check(removals > 0, "the workload evicted blocks (%d BlockRemoved hashes)" % removals, failures)
+    check(removed_unknown == 0, "every removal names a stored block", failures)
+    check(orphan_parents == 0, "every parent was stored (and not removed) before its child", failures)
+    want = blocks["counts"]["prefix_indexed"]
+    check(len(stored) == want, "blocks rebuilt from events: %d; /v1/cache/blocks prefix_indexed: %d" % (len(stored), want),
+          failures)
+
+    # Hashes recomputed from the prompts.
+    missing, seen_salted, collisions = 0, 0, 0
+    unsalted_all = set()
+    for prompt, salt in jobs:
+        if salt is None:
+            unsalted_all.update(prompt_hashes(prompt, bs))
+    for prompt, salt in jobs:
+        hs = prompt_hashes(prompt, bs, salt)
+        missing += sum(1 for h in hs if h not in ever)
+        if salt is not None:
+            seen_salted += sum(1 for h in hs if h in salted)
+            collisions += sum(1 for h in hs if h in unsalted_all)
+        else:
+            for b, h in enumerate(hs):
+                if h in ever and ever[h] != prompt[b * bs:(b + 1) * bs]:
+                    missing += 1
+    check(missing == 0, "every full prompt block was published under the hash recomputed here, with its tokens",
+          failures)
+    check(seen_salted > 0 and collisions == 0,
+          "salted prompts: %d blocks published without tokens, none under an unsalted prompt's hash" % seen_salted,
+          failures)
+    print("%d failures" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
