@@ -277,6 +277,7 @@ int RunServe(ServeOptions& o) {
       StartKvEvents(o.kv_events, ctx.model_id, (*http)->port(), plan->config.kv.block_size, plan->config.enable_prefix_caching);
   if (!kv_events.ok()) return ReportError(kCommand, kv_events.status().message(), kExitUsageError);
   if (*kv_events) {
+    ctx.kv_events = &(*kv_events)->counters();
     plan->config.prefix_event_sink = [p = kv_events->get()](std::vector<PrefixEvent> events) { p->Enqueue(std::move(events)); };
   }
   StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);

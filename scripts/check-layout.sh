@@ -4,7 +4,8 @@
 #        cli -> tools, server -> engine -> cache -> common
 #      with the engine's rooms below its core: engine/backend -> engine/model ->
 #      engine/tokenizer, engine/grammar -> engine/tokenizer (it knows a vocabulary, never
-#      the model or the backend), and server/http, server/grpc -> server/api;
+#      the model or the backend), and server/http, server/grpc -> server/api -> server/events
+#      (the KV-event publisher, which knows only cache/'s prefix events);
 #      and nothing outside engine/backend picks a concrete backend: engine/, server/, tools/
 #      and cli/ create backends through engine/backend/backend_factory.h, never including
 #      engine/backend/cpu/ or engine/backend/cuda/;
@@ -28,7 +29,8 @@ allowed_for() {
     engine/model/*) echo "engine/model/ engine/tokenizer/ common/" ;;
     engine/backend/*) echo "engine/backend/ engine/model/ engine/tokenizer/ cache/ common/" ;;
     engine/*) echo "engine/ cache/ common/" ;;
-    server/api/*) echo "server/api/ engine/ cache/ common/" ;;
+    server/events/*) echo "server/events/ cache/ common/" ;;
+    server/api/*) echo "server/api/ server/events/ engine/ cache/ common/" ;;
     server/http/*) echo "server/http/ server/api/ engine/ cache/ common/" ;;
     server/grpc/*) echo "server/grpc/ server/api/ engine/ cache/ common/" ;;
     tools/*) echo "tools/ engine/ cache/ common/" ;;

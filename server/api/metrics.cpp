@@ -220,6 +220,13 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   out.Histogram("grammar_mask_seconds", "Time to compute one token mask of a structured output.", s.grammar_mask);
 
   AddModelServerProtocol(s, ctx.model_id, &out);
+  if (ctx.kv_events != nullptr) {
+    out.Counter("kv_events_published_total", "KV-event batches published (--kv-events-endpoint), one per engine "
+                "step that changed the prefix cache.", static_cast<double>(ctx.kv_events->batches_published.load()));
+    out.Counter("kv_events_dropped_total", "KV-event batches dropped before sending (the publisher fell behind): "
+                "a router's view of this replica is stale until it replays.",
+                static_cast<double>(ctx.kv_events->batches_dropped.load()));
+  }
 
   MetricFamily& info = out.Add("info", "The served model and KV cache configuration (value 1).", MetricType::Gauge);
   Families::AddSample(info,

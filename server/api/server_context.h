@@ -13,6 +13,7 @@
 #include "common/profiler.h"
 #include "engine/engine.h"
 #include "server/api/tls.h"
+#include "server/events/kv_event_publisher.h"
 
 namespace kvserve {
 
@@ -52,6 +53,9 @@ struct ServerContext {
   Profiler* profiler = nullptr;
   // --state-dir (null: none): stored responses here, chat sessions' caches in the engine's.
   std::shared_ptr<StateDir> state;
+  // --kv-events-endpoint (null: none): the publisher's counters, for /metrics. Not owned; set
+  // before the front ends start and outlives them.
+  const KvEventCounters* kv_events = nullptr;
   std::atomic<bool> loading{true};    // /ready is 503 until the model is loaded
   std::atomic<bool> draining{false};  // /ready is 503 and new requests are refused
   // Generation requests refused before the engine accepted them: the wire format did not

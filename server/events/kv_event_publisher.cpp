@@ -89,7 +89,7 @@ void KvEventPublisher::Enqueue(std::vector<PrefixEvent> events) {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= options_.max_queue) {
       queue_.pop_front();
-      dropped_.fetch_add(1, std::memory_order_relaxed);
+      counters_.batches_dropped.fetch_add(1, std::memory_order_relaxed);
     }
     queue_.push_back(std::move(events));
   }
@@ -110,7 +110,7 @@ void KvEventPublisher::Run(Sockets* s) {
       if (ring.size() > static_cast<size_t>(options_.buffer_steps)) ring.pop_front();
     }
     ++seq;
-    published_.fetch_add(1, std::memory_order_relaxed);
+    counters_.batches_published.fetch_add(1, std::memory_order_relaxed);
   };
   const auto serve_replays = [&] {
     std::vector<zmq::message_t> request;

@@ -33,6 +33,12 @@
 
 namespace kvserve {
 
+// What the publisher has done so far (exported as kvserve_kv_events_*_total).
+struct KvEventCounters {
+  std::atomic<int64_t> batches_published{0};
+  std::atomic<int64_t> batches_dropped{0};  // the queue overflowed: the router's view went stale
+};
+
 struct KvEventsOptions {
   std::string endpoint;         // "": no events
   std::string replay_endpoint;  // "": no replay
@@ -57,8 +63,7 @@ class KvEventPublisher {
   // One engine step's prefix events. Thread-safe; never blocks on the network.
   void Enqueue(std::vector<PrefixEvent> events);
 
-  int64_t batches_published() const { return published_.load(std::memory_order_relaxed); }
-  int64_t batches_dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  const KvEventCounters& counters() const { return counters_; }
 
  private:
   struct Sockets;
@@ -70,8 +75,7 @@ class KvEventPublisher {
   std::condition_variable cv_;
   std::deque<std::vector<PrefixEvent>> queue_;
   bool stop_ = false;
-  std::atomic<int64_t> published_{0};
-  std::atomic<int64_t> dropped_{0};
+  KvEventCounters counters_;
   std::unique_ptr<Sockets> sockets_;
   std::thread thread_;
 };

@@ -12,6 +12,7 @@ so blocks are evicted) checks:
   - the blocks rebuilt from the events alone (stored minus removed) are as many as the server's
     /v1/cache/blocks reports in its prefix index once idle, every removal names a stored block,
     every parent a block stored before;
+  - /metrics counts the batches published, none dropped;
   - the hashes, recomputed here from the prompts' token ids (vLLM's sha256_cbor, written anew in
     this file: canonical CBOR by hand, hashlib), are the published ones; a salted prompt's blocks
     carry no token ids and hashes that no unsalted or other-salted prompt produces.
@@ -196,6 +197,8 @@ def main():
                 time.sleep(0.05)
             time.sleep(1.0)
             blocks = call(url + "/v1/cache/blocks")
+            with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+                metrics = r.read().decode()
             sub.stop = True
             sub.join()
             live = sub.messages
@@ -214,6 +217,11 @@ def main():
     rseqs = [int.from_bytes(m[1], "big") for m in replayed]
     check(rseqs == list(range(0, seqs[-1] + 1)), "replay from 0 returns batches 0..%d" % seqs[-1], failures)
     check(all(r == m for r, m in zip(replayed[seqs[0]:], live)), "replayed batches equal the live ones", failures)
+    published = re.search(r"^kvserve_kv_events_published_total (\S+)$", metrics, re.M)
+    dropped = re.search(r"^kvserve_kv_events_dropped_total (\S+)$", metrics, re.M)
+    check(published is not None and float(published.group(1)) == len(replayed) and dropped is not None
+          and float(dropped.group(1)) == 0, "/metrics: kvserve_kv_events_published_total %s (batches sent: %d), "
+          "dropped 0" % (published and published.group(1), len(replayed)), failures)
 
     # Hash width: every hash is 0xcf + 8 bytes (a plain decode cannot tell, so look at the bytes).
     batches = [msgpack.unpackb(m[2], raw=False, strict_map_key=False) for m in replayed]

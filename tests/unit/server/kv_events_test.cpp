@@ -214,8 +214,8 @@ TEST(KvEventPublisher, PublishesBatchesAndReplaysThem) {
     }
   }
   EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1, 2}));
-  EXPECT_EQ((*pub)->batches_published(), 3);
-  EXPECT_EQ((*pub)->batches_dropped(), 0);
+  EXPECT_EQ((*pub)->counters().batches_published.load(), 3);
+  EXPECT_EQ((*pub)->counters().batches_dropped.load(), 0);
 }
 
 TEST(KvEventPublisher, RefusesAddressesItCannotUse) {
