@@ -96,9 +96,11 @@ class Families {
 // The model-server protocol of Kubernetes' inference gateway (gateway-api-inference-extension,
 // proposal 003) under vLLM's names, so an endpoint picker configured for vLLM reads kvserve
 // unchanged: queued requests (waiting, and preempted ones waiting to resume), running requests,
-// KV cache use in 0-1 (also under its older name), and the LoRA info line (kvserve serves no
-// adapters: max_lora 0, none running).
-void AddModelServerProtocol(const EngineStats& s, const std::string& model, Families* out) {
+// KV cache use in 0-1 (also under its older name), the LoRA info line (kvserve serves no
+// adapters: max_lora 0, none running) and the cache configuration line (block size, pool
+// blocks), from which the picker's prefix scorer takes its block size.
+void AddModelServerProtocol(const EngineStats& s, const std::string& model, int block_size, int num_blocks,
+                            Families* out) {
   const std::vector<ClientMetric::Label> labels = {{"model_name", model}};
   auto gauge = [&](const char* name, const char* help, double value) {
     Families::AddSample(out->AddNamed(name, help, MetricType::Gauge), labels, value);
@@ -115,6 +117,9 @@ void AddModelServerProtocol(const EngineStats& s, const std::string& model, Fami
                                      "the time of this snapshot.", MetricType::Gauge);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   Families::AddSample(lora, {{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}}, now);
+  MetricFamily& cache = out->AddNamed("vllm:cache_config_info", "KV cache configuration (value 1).", MetricType::Gauge);
+  Families::AddSample(cache, {{"block_size", std::to_string(block_size)}, {"num_gpu_blocks", std::to_string(num_blocks)}},
+                      1);
 }
 
 }  // namespace
@@ -219,7 +224,8 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
                 s.grammar_compile);
   out.Histogram("grammar_mask_seconds", "Time to compute one token mask of a structured output.", s.grammar_mask);
 
-  AddModelServerProtocol(s, ctx.model_id, &out);
+  const int block_size = c.block_size > 0 ? c.block_size : config.kv.block_size;
+  AddModelServerProtocol(s, ctx.model_id, block_size, config.num_blocks, &out);
   if (ctx.kv_events != nullptr) {
     out.Counter("kv_events_published_total", "KV-event batches published (--kv-events-endpoint), one per engine "
                 "step that changed the prefix cache.", static_cast<double>(ctx.kv_events->batches_published.load()));
@@ -231,7 +237,7 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   MetricFamily& info = out.Add("info", "The served model and KV cache configuration (value 1).", MetricType::Gauge);
   Families::AddSample(info,
                       {{"backend", ctx.backend_name},
-                       {"block_size", std::to_string(c.block_size > 0 ? c.block_size : config.kv.block_size)},
+                       {"block_size", std::to_string(block_size)},
                        {"kv_dtype", std::string(KvDtypeName(config.kv.dtype))},
                        {"model", ctx.model_id}},
                       1);

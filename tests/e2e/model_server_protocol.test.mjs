@@ -27,6 +27,9 @@ test('the vLLM-named gauges follow the queue and the KV pool', async () => {
     assert.match(idle, new RegExp(`# TYPE ${name} gauge`));
   }
   assert.match(idle, /^vllm:lora_requests_info\{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""\} \d/m);
+  // The cache configuration line agrees with /v1/cache/blocks (the picker's prefix scorer reads its block size).
+  const pool = await (await fetch(`${server.url}/v1/cache/blocks`)).json();
+  assert.equal(metric(idle, `vllm:cache_config_info{block_size="${pool.block_size}",num_gpu_blocks="${pool.num_blocks}"}`), 1);
 
   const load = Array.from({ length: 6 }, (_, i) => postJson(`${server.url}/v1/completions`, {
     prompt: `Story ${i}: once upon a time`, max_tokens: 120, ignore_eos: true, temperature: 0 }));
