@@ -4,12 +4,13 @@ point at /health and /ready on the HTTP port, resources and the security context
 as the image's USER, read-only root filesystem, no privilege escalation, all capabilities
 dropped), every reference resolves (selectors, ConfigMap, PVC, volumes, ports) and every HPA
 metric is published by the prometheus-adapter rules (whose series deploy_metrics finds in a
-running server's /metrics)."""
+running server's /metrics); then the inference-gateway overlay (deploy_gateway.py)."""
 
 import os
 import shutil
 import subprocess
 
+from deploy_gateway import check_overlay
 from deploy_lib import SKIP, adapter_exposed, adapter_rules, dockerfile_instructions, load_yaml, load_yaml_docs, yaml
 
 
@@ -127,4 +128,4 @@ def check_rendered(src, c):
             if m["type"] in ("Pods", "Object", "External"):
                 metric = m[m["type"].lower()]["metric"]["name"]
                 c.check(metric in exposed, "HPA metric %s is not published by the prometheus-adapter rules" % metric)
-    return None
+    return check_overlay(src, c, len(docs))

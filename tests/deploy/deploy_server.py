@@ -1,5 +1,6 @@
 """check_deploy.py promtool and server: promtool on the Prometheus files and queries; a running
-`kvserve serve` against everything deploy/ and the Dockerfile expect of it."""
+`kvserve serve` against everything deploy/ and the Dockerfile expect of it (the inference-gateway
+overlay's picker flags included)."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 
+from deploy_gateway import OVERLAY, epp_metric_flags
 from deploy_lib import (
     deploy_files, load_yaml, rel, k8s_objects, metric_names, selectors, grouping_labels,
     dashboard_queries, alert_rules, adapter_rules, adapter_exposed, promql_for_promtool, LEGEND_RE,
@@ -275,6 +277,13 @@ def check_server(src, kvserve, c):
                 series = exposed.get(name, (name, []))[0]
                 c.check(resolve_metric(series, types, samples) is None,
                         "HPA metric %s -> %s is not in /metrics" % (name, series))
+
+        # The endpoint picker's metric flags (the inference-gateway overlay) name kvserve's gauges.
+        picker = epp_metric_flags(src)
+        c.check(len(picker) >= 2, "%s: the picker names no queue and KV-usage metric flags" % OVERLAY)
+        for flag, name in sorted(picker.items()):
+            c.check(types.get(name) == "gauge" and bool(samples.get(name)),
+                    "%s: the picker's %s=%s is no gauge in /metrics" % (OVERLAY, flag, name))
 
         # The image's health probe (`kvserve healthcheck`), against this server.
         penv = {k: v for k, v in os.environ.items() if not k.startswith("KVSERVE_")}
