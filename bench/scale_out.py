@@ -9,9 +9,10 @@ reply it got). The policies:
   session         a hash of the conversation id (deploy/k8s/gateway.yaml's x-session-id ring)
   prefix-aware    a small router (a test oracle for the events, not a product): it renders the
                   conversation with POST /tokenize, hashes the full blocks as kvserve publishes
-                  them (vLLM's sha256_cbor, computed here anew), and picks the replica holding the
-                  longest run of those blocks according to the events it has received, minus the
-                  requests it has in flight there (one request costs as much as 64 cached tokens)
+                  them (vLLM's sha256_cbor, tests/e2e/lib/kv_event_hash.py), and picks the
+                  replica holding the longest run of those blocks according to the events it
+                  has received, minus the requests it has in flight there (one request costs
+                  as much as 64 cached tokens)
 Prints per policy the prefix hit rate (cached / prompt tokens, from the replies' usage), TTFT
 p50/p95 (client-side, routing included: first streamed token) and wall time, as Markdown.
 
@@ -22,10 +23,12 @@ import argparse
 import hashlib
 import http.client
 import json
+import os
 import random
 import re
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -33,26 +36,8 @@ import urllib.request
 import msgpack
 import zmq
 
-
-def cbor_head(major, n):
-    if n < 24:
-        return bytes([major << 5 | n])
-    for info, width in ((24, 1), (25, 2), (26, 4), (27, 8)):
-        if n < 1 << (8 * width):
-            return bytes([major << 5 | info]) + n.to_bytes(width, "big")
-    raise ValueError(n)
-
-
-def block_keys(tokens, block_size, seed="vllm-none-hash"):
-    """vLLM's sha256_cbor chain over the full blocks, as 64-bit event values."""
-    parent = hashlib.sha256(cbor_head(3, len(seed)) + seed.encode()).digest()
-    keys = []
-    for b in range(len(tokens) // block_size):
-        block = tokens[b * block_size:(b + 1) * block_size]
-        body = cbor_head(4, 3) + cbor_head(2, 32) + parent + cbor_head(4, len(block))
-        parent = hashlib.sha256(body + b"".join(cbor_head(0, t) for t in block) + b"\xf6").digest()
-        keys.append(int.from_bytes(parent[24:], "big"))
-    return keys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e", "lib"))
+from kv_event_hash import prompt_hashes  # noqa: E402  (vLLM's sha256_cbor, as the picker computes keys)
 
 
 def post(url, path, body):
@@ -139,7 +124,7 @@ class Router:
             r = int.from_bytes(hashlib.sha256(conversation_id.encode()).digest()[:8], "big") % n
         else:
             tokens = post(self.replicas[0].url, "/tokenize", {"messages": messages, "add_generation_prompt": True})["tokens"]
-            keys = block_keys(tokens, self.block_size)
+            keys = prompt_hashes(tokens, self.block_size)
             with self.lock:
                 scores = [self.replicas[i].matched(keys) * self.block_size / 64.0 - self.inflight[i] for i in range(n)]
                 r = max(range(n), key=lambda i: (scores[i], -self.inflight[i]))
@@ -199,8 +184,8 @@ def run_policy(args, policy, convs):
     replicas = [Replica(args.kvserve, args.model, i, args.base_port + i, args.kv_cache_memory, args.threads)
                 for i in range(args.replicas)]
     try:
-        block_size = post(replicas[0].url, "/tokenize", {"prompt": "x"}) and json.load(
-            urllib.request.urlopen(replicas[0].url + "/v1/cache/blocks"))["block_size"]
+        with urllib.request.urlopen(replicas[0].url + "/v1/cache/blocks") as r:
+            block_size = json.load(r)["block_size"]
         router = Router(policy, replicas, block_size)
         ttfts, prompt_tokens, cached_tokens, lock = [], [0], [0], threading.Lock()
         queue = list(range(len(convs)))

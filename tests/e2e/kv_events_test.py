@@ -14,13 +14,13 @@ so blocks are evicted) checks:
     every parent a block stored before;
   - /metrics counts the batches published, none dropped;
   - the hashes, recomputed here from the prompts' token ids (vLLM's sha256_cbor, written anew in
-    this file: canonical CBOR by hand, hashlib), are the published ones; a salted prompt's blocks
-    carry no token ids and hashes that no unsalted or other-salted prompt produces.
+    tests/e2e/lib/kv_event_hash.py, which first reproduces a BlockStored event vLLM published:
+    tests/data/kv_events), are the published ones; a salted prompt's blocks carry no token ids
+    and hashes that no unsalted or other-salted prompt produces.
 
 Usage: kv_events_test.py KVSERVE_BINARY MODEL
 Exit:  0 pass, 1 fail, 77 skipped (python3-zmq or python3-msgpack missing).
 """
-import hashlib
 import json
 import os
 import random
@@ -32,6 +32,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from kv_event_hash import prompt_hashes  # noqa: E402
 
 try:
     import msgpack
@@ -55,37 +58,6 @@ def call(url, body=None, timeout=120):
     request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.load(response)
-
-
-# vLLM's sha256_cbor: root = sha256(CBOR(seed)); block = sha256(CBOR([parent32, tokens, extra]));
-# the event value is the digest's last 8 bytes, big-endian.
-def cbor_head(major, n):
-    if n < 24:
-        return bytes([major << 5 | n])
-    for info, width in ((24, 1), (25, 2), (26, 4), (27, 8)):
-        if n < 1 << (8 * width):
-            return bytes([major << 5 | info]) + n.to_bytes(width, "big")
-    raise ValueError(n)
-
-
-def cbor_text(s):
-    b = s.encode()
-    return cbor_head(3, len(b)) + b
-
-
-def block_digest(parent, tokens, salt):
-    extra = b"\xf6" if salt is None else cbor_head(4, 1) + cbor_text(salt)
-    body = cbor_head(4, 3) + cbor_head(2, 32) + parent + cbor_head(4, len(tokens))
-    body += b"".join(cbor_head(0, t) for t in tokens) + extra
-    return hashlib.sha256(body).digest()
-
-
-def prompt_hashes(tokens, block_size, salt=None):
-    parent, out = hashlib.sha256(cbor_text(SEED)).digest(), []
-    for b in range(len(tokens) // block_size):
-        parent = block_digest(parent, tokens[b * block_size:(b + 1) * block_size], salt if b == 0 else None)
-        out.append(int.from_bytes(parent[24:], "big"))
-    return out
 
 
 class Subscriber(threading.Thread):
@@ -131,6 +103,10 @@ def check(cond, what, failures):
 def main():
     kvserve, model = sys.argv[1], sys.argv[2]
     failures = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    vllm = json.load(open(os.path.join(here, "..", "data", "kv_events", "vllm_sha256_cbor_blocks.json")))
+    check(prompt_hashes(vllm["token_ids"], vllm["block_size"], vllm["hash_seed"]) == vllm["block_hashes"],
+          "the hash oracle reproduces the %d block hashes vLLM published" % len(vllm["block_hashes"]), failures)
     pub_port, replay_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as work:
         out = open(os.path.join(work, "serve.out"), "w+")
@@ -271,9 +247,9 @@ def main():
     unsalted_all = set()
     for prompt, salt in jobs:
         if salt is None:
-            unsalted_all.update(prompt_hashes(prompt, bs))
+            unsalted_all.update(prompt_hashes(prompt, bs, SEED))
     for prompt, salt in jobs:
-        hs = prompt_hashes(prompt, bs, salt)
+        hs = prompt_hashes(prompt, bs, SEED, salt)
         missing += sum(1 for h in hs if h not in ever)
         if salt is not None:
             seen_salted += sum(1 for h in hs if h in salted)
