@@ -15,7 +15,7 @@ namespace avx2 {
 struct Isa {
   using V = __m256;
   static constexpr int L = 8;
-  static constexpr int kTokenTile = 2;
+  static constexpr int kTokenTile = 4;
   static constexpr int kFloatTokenTile = 4;  // 8 accumulators of 16 registers
   static constexpr int kPanelTile = 1;
   static constexpr int kPanelTileDecode = 2;
@@ -102,8 +102,11 @@ struct Isa {
     const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half: rows 0-3, 4-7
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
   }
-  // Integer dots (kernels_impl.h): vpmaddubsw (exact for codes below 128: a pair's sum stays
-  // within int16; larger codes split off their top bit) and vpmaddwd.
+  // Integer dots (kernels_impl.h): vpmaddubsw, exact while a pair's sum stays within int16,
+  // and vpmaddwd. Codes below 128 go straight in. Byte codes (up to 255) take the sign trick:
+  // s = w - 128 in int8 and |s| <= 128 unsigned, times x with s's sign (vpsignb), so a pair's
+  // sum is at most 2 * 128 * 127 = 32512, and each token costs one vpsignb more, not a second
+  // product of the codes' top bits.
   using VI = __m256i;
   static VI ZeroI() { return _mm256_setzero_si256(); }
   // Byte i takes bit i of the 32-bit mask: each byte gets its mask byte, then its bit.
@@ -144,16 +147,18 @@ struct Isa {
     std::memcpy(&w, x, 4);
     return _mm256_set1_epi32(w);
   }
-  template <bool kSmall>
   static VI Dot4(VI acc, VI w, VI x) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (kSmall) return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-    const __m256i low = _mm256_and_si256(w, _mm256_set1_epi8(0x7F));
-    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(w, 7), _mm256_set1_epi8(1));
-    const __m256i sl = _mm256_madd_epi16(_mm256_maddubs_epi16(low, x), ones);
-    const __m256i st = _mm256_madd_epi16(_mm256_maddubs_epi16(top, x), ones);
-    return _mm256_add_epi32(acc, _mm256_add_epi32(sl, _mm256_slli_epi32(st, 7)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
   }
+  struct Wide {
+    __m256i abs, sign;  // |w - 128| as unsigned bytes; w - 128
+  };
+  static constexpr int kWideOffset = 128;
+  static Wide PrepareWide(VI w) {
+    const __m256i s = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return {_mm256_abs_epi8(s), s};
+  }
+  static VI Dot4Wide(VI acc, const Wide& w, VI x) { return Dot4(acc, w.abs, _mm256_sign_epi8(x, w.sign)); }
   static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as
   // vdpbf16ps does.

@@ -121,20 +121,35 @@ struct Isa {
     std::memcpy(&w, x, 4);
     return _mm512_set1_epi32(w);
   }
-  template <bool kSmall>
   static VI Dot4(VI acc, VI w, VI x) {
 #ifdef __AVX512VNNI__
     return _mm512_dpbusd_epi32(acc, w, x);
 #else
-    const __m512i ones = _mm512_set1_epi16(1);
-    if constexpr (kSmall) return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), ones));
-    const __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x7F));
-    const __m512i top = _mm512_and_si512(_mm512_srli_epi16(w, 7), _mm512_set1_epi8(1));
-    const __m512i sl = _mm512_madd_epi16(_mm512_maddubs_epi16(low, x), ones);
-    const __m512i st = _mm512_madd_epi16(_mm512_maddubs_epi16(top, x), ones);
-    return _mm512_add_epi32(acc, _mm512_add_epi32(sl, _mm512_slli_epi32(st, 7)));
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1)));
 #endif
   }
+#ifdef __AVX512VNNI__
+  // vpdpbusd takes unsigned bytes of any size.
+  using Wide = VI;
+  static constexpr int kWideOffset = 0;
+  static Wide PrepareWide(VI w) { return w; }
+  static VI Dot4Wide(VI acc, Wide w, VI x) { return Dot4(acc, w, x); }
+#else
+  // vpmaddubsw with the sign trick (kernels_avx2.cpp): |w - 128| times x negated where w < 128.
+  struct Wide {
+    __m512i abs;
+    __mmask64 negative;
+  };
+  static constexpr int kWideOffset = 128;
+  static Wide PrepareWide(VI w) {
+    const __m512i s = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return {_mm512_abs_epi8(s), _mm512_movepi8_mask(s)};
+  }
+  static VI Dot4Wide(VI acc, const Wide& w, VI x) {
+    return Dot4(acc, w.abs, _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x));
+  }
+#endif
+
   static V ToFloat(VI v) { return _mm512_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h): vdpbf16ps where the file is compiled for it, else two FMAs
   // (each product is exact, so they round as the instruction does).

@@ -103,7 +103,6 @@ struct Isa {
     for (int h = 0; h < 4; ++h) w[h] = static_cast<VI>((b >> (2 * h)) & 0x03030303u);
   }
   static VI Set4(const int8_t* x) { return LoadCodes(reinterpret_cast<const uint8_t*>(x)); }
-  template <bool kSmall>
   static VI Dot4(VI acc, VI w, VI x) {
     for (int j = 0; j < 4; ++j) {
       acc += static_cast<int32_t>((static_cast<uint32_t>(w) >> (8 * j)) & 0xFF) *
@@ -111,6 +110,10 @@ struct Isa {
     }
     return acc;
   }
+  using Wide = VI;  // Dot4 takes codes of any size
+  static constexpr int kWideOffset = 0;
+  static Wide PrepareWide(VI w) { return w; }
+  static VI Dot4Wide(VI acc, Wide w, VI x) { return Dot4(acc, w, x); }
   static V ToFloat(VI v) { return static_cast<float>(v); }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
   using VP = uint32_t;

@@ -12,13 +12,29 @@ inline constexpr Iq4Book kIq4Book = [] {
   return b;
 }();
 
+// The register type of a tile's codes: Isa::VI, or Isa::Wide for wide codes (below). (A
+// specialisation, since vector types lose their attributes as template arguments.)
+template <bool kWide>
+struct CodeRegister {
+  using T = Isa::VI;
+};
+template <>
+struct CodeRegister<true> {
+  using T = Isa::Wide;
+};
+
 // Integer-dot panels (kernels.h): the codes of G columns, kBits bits each (8: bytes; 4-6:
 // 4-bit nibbles plus kBits - 4 bit planes; 2-3: 2-bit crumbs plus kBits - 2 planes; kBook:
-// 4-bit indices into kIq4Book), and their exact sums with the activations.
+// 4-bit indices into kIq4Book), and their exact sums with the activations. Codes that reach
+// 128 and above (bytes, book values) are wide: each ISA prepares them once per tile for its
+// products (Isa::PrepareWide), which may sum them less an offset (kSumOffset).
 template <int G, int kBits, bool kBook = false>
 struct DotCodes {
   using VI = typename Isa::VI;
   static constexpr bool kPacked = kBits < 8;            // several codes per byte
+  static constexpr bool kWide = !kPacked || kBook;
+  static constexpr int kSumOffset = kWide ? Isa::kWideOffset : 0;
+  using W = typename CodeRegister<kWide>::T;
   static constexpr int kLow = kBits < 4 ? 2 : 4;        // bits per field of a packed byte
   static constexpr int kFields = kPacked ? 8 / kLow : 1;  // fields per byte
   static constexpr int kPlanes = kPacked ? kBits - kLow : 0;
@@ -26,7 +42,8 @@ struct DotCodes {
   static constexpr size_t kChunkBytes = 4 * kPanelRows + 8 * kFields * kPlanes;
   static constexpr size_t kBytes = G / kChunkCols * kChunkBytes;
 
-  // isum[t][p] = sum_k u[k] * xq[k0 + k] for token t0 + t, the codes of panel p at codes[p].
+  // isum[t][p] = sum_k (u[k] - kSumOffset) * xq[k0 + k] for token t0 + t, the codes of panel p
+  // at codes[p].
   template <int RT, int RP>
   static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
                    VI (&isum)[RT][RP][kVecs]) {
@@ -35,26 +52,34 @@ struct DotCodes {
         for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
     [[maybe_unused]] const typename Isa::VT book = Isa::Table16(kIq4Book.v);
     for (int c = 0; c < G / kChunkCols; ++c) {
-      VI w[RP][kVecs][kFields];
+      W w[RP][kVecs][kFields];
       for (int p = 0; p < RP; ++p) {
         const uint8_t* chunk = codes[p] + c * kChunkBytes;
         for (int v = 0; v < kVecs; ++v) {
+          VI u[kFields];
           if constexpr (!kPacked) {
-            w[p][v][0] = Isa::LoadCodes(chunk + v * L * 4);
+            u[0] = Isa::LoadCodes(chunk + v * L * 4);
           } else {
             if constexpr (kLow == 4) {
-              Isa::LoadNibbles(chunk + v * L * 4, &w[p][v][0], &w[p][v][1]);
+              Isa::LoadNibbles(chunk + v * L * 4, &u[0], &u[1]);
             } else {
-              Isa::LoadCrumbs(chunk + v * L * 4, w[p][v]);
+              Isa::LoadCrumbs(chunk + v * L * 4, u);
             }
             if constexpr (kBook) {
-              for (int h = 0; h < kFields; ++h) w[p][v][h] = Isa::Lookup16(book, w[p][v][h]);
+              for (int h = 0; h < kFields; ++h) u[h] = Isa::Lookup16(book, u[h]);
             }
             // Plane b: 8 bytes of bit kLow + b per field h (the codes of columns 4h .. 4h + 3).
             for (int b = 0; b < kPlanes; ++b) {
               for (int h = 0; h < kFields; ++h) {
-                Isa::AddBits(chunk + 4 * kPanelRows + 8 * (kFields * b + h), v, (1 << kLow) << b, &w[p][v][h]);
+                Isa::AddBits(chunk + 4 * kPanelRows + 8 * (kFields * b + h), v, (1 << kLow) << b, &u[h]);
               }
+            }
+          }
+          for (int h = 0; h < kFields; ++h) {
+            if constexpr (kWide) {
+              w[p][v][h] = Isa::PrepareWide(u[h]);
+            } else {
+              w[p][v][h] = u[h];
             }
           }
         }
@@ -63,8 +88,15 @@ struct DotCodes {
         const int8_t* x = xq.q(t0 + t) + k0 + c * kChunkCols;
         for (int h = 0; h < kFields; ++h) {
           const VI xb = Isa::Set4(x + 4 * h);
-          for (int p = 0; p < RP; ++p)
-            for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::template Dot4<kPacked && !kBook>(isum[t][p][v], w[p][v][h], xb);
+          for (int p = 0; p < RP; ++p) {
+            for (int v = 0; v < kVecs; ++v) {
+              if constexpr (kWide) {
+                isum[t][p][v] = Isa::Dot4Wide(isum[t][p][v], w[p][v][h], xb);
+              } else {
+                isum[t][p][v] = Isa::Dot4(isum[t][p][v], w[p][v][h], xb);
+              }
+            }
+          }
         }
       }
     }
@@ -95,6 +127,9 @@ template <int G, int kBits, int kZero, bool kBook = false>
 struct DotKernel : IsaTiles {
   using VI = typename Isa::VI;
   using Codes = DotCodes<G, kBits, kBook>;
+  static_assert(kZero >= 0 || Codes::kSumOffset == 0, "stored offsets take sums of the codes themselves");
+  // The sums are of u - kSumOffset: what remains of the zero point.
+  static constexpr int kZeroLeft = kZero - Codes::kSumOffset;
   static constexpr size_t kHeader = (kZero < 0 ? 8 : 4) * kPanelRows;
   static constexpr size_t kBytes = kHeader + Codes::kBytes;
 
@@ -119,7 +154,7 @@ struct DotKernel : IsaTiles {
         if constexpr (kZero < 0) {
           dsum[t] = Isa::Set1(d * static_cast<float>(qsum));
         } else {
-          zsum[t] = Isa::SetI(kZero * qsum);
+          zsum[t] = Isa::SetI(kZeroLeft * qsum);
         }
       }
       for (int p = 0; p < RP; ++p) {
@@ -131,8 +166,9 @@ struct DotKernel : IsaTiles {
               acc[t][p][v] = Isa::Fma(Isa::ToFloat(isum[t][p][v]), Isa::Mul(scale, dx[t]), acc[t][p][v]);
               acc[t][p][v] = Isa::Fma(Isa::Load(header + kPanelRows + v * L), dsum[t], acc[t][p][v]);
             } else {
-              acc[t][p][v] = Isa::Fma(Isa::ToFloat(Isa::SubI(isum[t][p][v], zsum[t])), Isa::Mul(scale, dx[t]),
-                                      acc[t][p][v]);
+              VI x = isum[t][p][v];
+              if constexpr (kZeroLeft != 0) x = Isa::SubI(x, zsum[t]);
+              acc[t][p][v] = Isa::Fma(Isa::ToFloat(x), Isa::Mul(scale, dx[t]), acc[t][p][v]);
             }
           }
         }
@@ -151,6 +187,7 @@ template <int G, int kBits, int kZero>
 struct SuperDotKernel : IsaTiles {
   using VI = typename Isa::VI;
   using Codes = DotCodes<G, kBits>;
+  static_assert(Codes::kSumOffset == 0);
   static constexpr bool kOffsets = kZero < 0;
   static constexpr size_t kHeader = (kOffsets ? 8 : 4) * kPanelRows;
   static constexpr size_t kGroupHeader = (kOffsets ? 2 : 1) * kPanelRows;

@@ -147,25 +147,39 @@ TEST_P(Int8KernelsTest, ATokensResultDoesNotDependOnItsBatch) {
   }
 }
 
-TEST(Int8KernelsTest, VnniAndEmulatedTablesGiveTheSameBits) {
-  // vpdpbusd and the vpmaddubsw emulation sum the same integers; the float steps are the same.
-  const KernelTable* vnni = KernelsFor("avx512bf16");
-  const KernelTable* plain = KernelsFor("avx512");
-  if (vnni == nullptr || plain == nullptr) GTEST_SKIP() << "needs AVX-512 with VNNI";
+TEST(Int8KernelsTest, EveryVectorTableGivesTheSameBits) {
+  // The integer sums are exact however an ISA forms them (vpdpbusd, vpmaddubsw on codes below
+  // 128, the sign trick on byte codes with the zero point folded in), and the float steps are
+  // the same fused multiply-adds: every vector table gives the AVX2 table's bits, in every
+  // token tile and its tails. (The generic table rounds a * b + c twice; it is held to the
+  // decoded product's bound above.)
+  const KernelTable* avx2 = KernelsFor("avx2");
+  std::vector<std::string> others;
+  for (const std::string& isa : AvailableIsas()) {
+    if (isa != "generic" && isa != "avx2") others.push_back(isa);
+  }
+  if (avx2 == nullptr || others.empty()) GTEST_SKIP() << "needs AVX2 and AVX-512";
   const int64_t rows = 33, cols = 512;
   for (GgmlType type : QuantizedTypes()) {
     EncodedMatrix m = Encode(type, Random(rows * cols, 8), rows, cols);
     const PackedMatrix packed(m.w, ComputeDtype::kInt8);
-    const std::vector<float> x = Random(5 * cols, 9);
-    QuantizedActivations xq;
-    xq.Quantize(x.data(), cols, 5, cols, packed.activation_block());
-    std::vector<float> y1(5 * rows), y2(5 * rows);
-    MatMulArgs a{&packed, x.data(), cols, 5, y1.data(), rows};
-    a.xq = &xq;
-    vnni->matmul[packed.kind()](a, 0, packed.num_panels());
-    a.y = y2.data();
-    plain->matmul[packed.kind()](a, 0, packed.num_panels());
-    for (size_t i = 0; i < y1.size(); ++i) ASSERT_EQ(BitsFromF32(y1[i]), BitsFromF32(y2[i])) << GgmlTypeName(type);
+    for (int tokens : {1, 2, 3, 5, 9}) {
+      const std::vector<float> x = Random(tokens * cols, 9);
+      QuantizedActivations xq;
+      xq.Quantize(x.data(), cols, tokens, cols, packed.activation_block());
+      std::vector<float> want(tokens * rows);
+      MatMulArgs a{&packed, x.data(), cols, tokens, want.data(), rows};
+      a.xq = &xq;
+      avx2->matmul[packed.kind()](a, 0, packed.num_panels());
+      for (const std::string& isa : others) {
+        std::vector<float> got(tokens * rows);
+        a.y = got.data();
+        KernelsFor(isa)->matmul[packed.kind()](a, 0, packed.num_panels());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(BitsFromF32(got[i]), BitsFromF32(want[i])) << isa << " " << GgmlTypeName(type) << " tokens " << tokens;
+        }
+      }
+    }
   }
 }
 
