@@ -102,11 +102,11 @@ struct Isa {
     const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half: rows 0-3, 4-7
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
   }
-  // Integer dots (kernels_impl.h): vpmaddubsw, exact while a pair's sum stays within int16,
-  // and vpmaddwd. Codes below 128 go straight in. Byte codes (up to 255) take the sign trick:
-  // s = w - 128 in int8 and |s| <= 128 unsigned, times x with s's sign (vpsignb), so a pair's
-  // sum is at most 2 * 128 * 127 = 32512, and each token costs one vpsignb more, not a second
-  // product of the codes' top bits.
+  // Integer dots (kernels_impl.h): vpmaddubsw sums two products per int16 lane, exactly while
+  // they stay within int16, so runs of them add up in int16 and vpmaddwd widens them to int32
+  // once per run (4-bit codes: a whole group of 32 columns). Byte codes (up to 255) take the
+  // sign trick: s = w - 128 in int8 and |s| <= 128 unsigned, times x with s's sign (vpsignb),
+  // so two products stay within 2 * 128 * 127 = 32512; each widened at once.
   using VI = __m256i;
   static VI ZeroI() { return _mm256_setzero_si256(); }
   // Byte i takes bit i of the 32-bit mask: each byte gets its mask byte, then its bit.
@@ -147,9 +147,12 @@ struct Isa {
     std::memcpy(&w, x, 4);
     return _mm256_set1_epi32(w);
   }
-  static VI Dot4(VI acc, VI w, VI x) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
-  }
+  using VS = __m256i;
+  static constexpr int kShortMax = 32767;
+  static constexpr int kShortProducts = 2;
+  static VS ZeroS() { return _mm256_setzero_si256(); }
+  static VS DotS(VS s, VI w, VI x) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, x)); }
+  static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1))); }
   struct Wide {
     __m256i abs, sign;  // |w - 128| as unsigned bytes; w - 128
   };
@@ -158,7 +161,7 @@ struct Isa {
     const __m256i s = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
     return {_mm256_abs_epi8(s), s};
   }
-  static VI Dot4Wide(VI acc, const Wide& w, VI x) { return Dot4(acc, w.abs, _mm256_sign_epi8(x, w.sign)); }
+  static VS DotWideS(VS s, const Wide& w, VI x) { return DotS(s, w.abs, _mm256_sign_epi8(x, w.sign)); }
   static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as
   // vdpbf16ps does.

@@ -121,21 +121,27 @@ struct Isa {
     std::memcpy(&w, x, 4);
     return _mm512_set1_epi32(w);
   }
-  static VI Dot4(VI acc, VI w, VI x) {
 #ifdef __AVX512VNNI__
-    return _mm512_dpbusd_epi32(acc, w, x);
-#else
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1)));
-#endif
-  }
-#ifdef __AVX512VNNI__
-  // vpdpbusd takes unsigned bytes of any size.
+  // vpdpbusd sums four products of unsigned bytes of any size per int32 lane.
+  using VS = VI;
+  static constexpr int kShortMax = 2147483647;
+  static constexpr int kShortProducts = 4;
+  static VS ZeroS() { return ZeroI(); }
+  static VS DotS(VS s, VI w, VI x) { return _mm512_dpbusd_epi32(s, w, x); }
+  static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, s); }
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
-  static VI Dot4Wide(VI acc, Wide w, VI x) { return Dot4(acc, w, x); }
+  static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
 #else
-  // vpmaddubsw with the sign trick (kernels_avx2.cpp): |w - 128| times x negated where w < 128.
+  // vpmaddubsw in int16 runs, and the sign trick for byte codes (kernels_avx2.cpp): |w - 128|
+  // times x negated where w < 128.
+  using VS = VI;
+  static constexpr int kShortMax = 32767;
+  static constexpr int kShortProducts = 2;
+  static VS ZeroS() { return ZeroI(); }
+  static VS DotS(VS s, VI w, VI x) { return _mm512_add_epi16(s, _mm512_maddubs_epi16(w, x)); }
+  static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, _mm512_madd_epi16(s, _mm512_set1_epi16(1))); }
   struct Wide {
     __m512i abs;
     __mmask64 negative;
@@ -145,8 +151,8 @@ struct Isa {
     const __m512i s = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
     return {_mm512_abs_epi8(s), _mm512_movepi8_mask(s)};
   }
-  static VI Dot4Wide(VI acc, const Wide& w, VI x) {
-    return Dot4(acc, w.abs, _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x));
+  static VS DotWideS(VS s, const Wide& w, VI x) {
+    return DotS(s, w.abs, _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x));
   }
 #endif
 

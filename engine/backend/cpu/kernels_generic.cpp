@@ -103,17 +103,23 @@ struct Isa {
     for (int h = 0; h < 4; ++h) w[h] = static_cast<VI>((b >> (2 * h)) & 0x03030303u);
   }
   static VI Set4(const int8_t* x) { return LoadCodes(reinterpret_cast<const uint8_t*>(x)); }
-  static VI Dot4(VI acc, VI w, VI x) {
+  // Four products of unsigned bytes of any size per int32 sum.
+  using VS = VI;
+  static constexpr int kShortMax = 2147483647;
+  static constexpr int kShortProducts = 4;
+  static VS ZeroS() { return 0; }
+  static VS DotS(VS s, VI w, VI x) {
     for (int j = 0; j < 4; ++j) {
-      acc += static_cast<int32_t>((static_cast<uint32_t>(w) >> (8 * j)) & 0xFF) *
-             static_cast<int8_t>(static_cast<uint32_t>(x) >> (8 * j));
+      s += static_cast<int32_t>((static_cast<uint32_t>(w) >> (8 * j)) & 0xFF) *
+           static_cast<int8_t>(static_cast<uint32_t>(x) >> (8 * j));
     }
-    return acc;
+    return s;
   }
-  using Wide = VI;  // Dot4 takes codes of any size
+  static VI Widen(VI acc, VS s) { return acc + s; }
+  using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
-  static VI Dot4Wide(VI acc, Wide w, VI x) { return Dot4(acc, w, x); }
+  static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
   static V ToFloat(VI v) { return static_cast<float>(v); }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
   using VP = uint32_t;

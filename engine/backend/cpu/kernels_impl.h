@@ -25,10 +25,13 @@
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
 //   void AddBits(const uint8_t* mask, int v, int bit, VI* w);  // byte i of w += bit where bit
 //                                 // v * 4L + i of the little-endian mask is set
-//   VI Dot4(VI acc, VI w, VI x);  // per lane: acc += sum_j u8 w_j * s8 x_j, for w < 128
-//   using Wide; Wide PrepareWide(VI w); VI Dot4Wide(VI acc, Wide w, VI x);
-//   static constexpr int kWideOffset;  // the same for any byte w: acc += sum_j (w_j - kWideOffset) * x_j,
-//                                 // w prepared once per tile and used for every token of it
+//   using VS;                     // short sums: per lane kShortProducts products of bytes
+//   static constexpr int kShortMax, kShortProducts;  // a VS lane holds sums up to kShortMax
+//   VS ZeroS(); VS DotS(VS s, VI w, VI x);  // s += u8 w_j * s8 x_j, kShortProducts per lane
+//   VI Widen(VI acc, VS s);       // acc += s, per L-lane int32 sums of 4 columns
+//   using Wide; Wide PrepareWide(VI w); VS DotWideS(VS s, Wide w, VI x);
+//   static constexpr int kWideOffset;  // for any byte w: s += (w_j - kWideOffset) * x_j, w
+//                                 // prepared once per tile and used for every token of it
 //   V ToFloat(VI);
 //
 // Tails shorter than L use the partial loads, so every function handles any length (head

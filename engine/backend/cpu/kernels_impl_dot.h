@@ -35,21 +35,46 @@ struct DotCodes {
   static constexpr bool kWide = !kPacked || kBook;
   static constexpr int kSumOffset = kWide ? Isa::kWideOffset : 0;
   using W = typename CodeRegister<kWide>::T;
+  using VS = typename Isa::VS;
   static constexpr int kLow = kBits < 4 ? 2 : 4;        // bits per field of a packed byte
   static constexpr int kFields = kPacked ? 8 / kLow : 1;  // fields per byte
   static constexpr int kPlanes = kPacked ? kBits - kLow : 0;
   static constexpr int kChunkCols = 4 * kFields;  // columns per 4 * kPanelRows bytes of low bits
   static constexpr size_t kChunkBytes = 4 * kPanelRows + 8 * kFields * kPlanes;
   static constexpr size_t kBytes = G / kChunkCols * kChunkBytes;
+  // The products a short-sum lane takes per step are each at most kMaxCode * 127 in magnitude
+  // (activations are within +-127): kRun steps stay within kShortMax before they are widened.
+  static constexpr int64_t kMaxCode = kWide ? (Isa::kWideOffset != 0 ? 128 : 255) : (1 << kBits) - 1;
+  static constexpr int kRun =
+      static_cast<int>(std::max<int64_t>(1, Isa::kShortMax / (Isa::kShortProducts * kMaxCode * 127)));
+  static constexpr int kSteps = G / kChunkCols * kFields;  // short-sum steps per group
 
   // isum[t][p] = sum_k (u[k] - kSumOffset) * xq[k0 + k] for token t0 + t, the codes of panel p
   // at codes[p].
   template <int RT, int RP>
   static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
                    VI (&isum)[RT][RP][kVecs]) {
-    for (int t = 0; t < RT; ++t)
-      for (int p = 0; p < RP; ++p)
-        for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
+    VS ssum[RT][RP][kVecs];  // the steps since the last widening
+    int steps = 0;
+    for (int t = 0; t < RT; ++t) {
+      for (int p = 0; p < RP; ++p) {
+        for (int v = 0; v < kVecs; ++v) {
+          isum[t][p][v] = Isa::ZeroI();
+          ssum[t][p][v] = Isa::ZeroS();
+        }
+      }
+    }
+    const auto widen = [&] {
+      for (int t = 0; t < RT; ++t) {
+        for (int p = 0; p < RP; ++p) {
+          for (int v = 0; v < kVecs; ++v) {
+            isum[t][p][v] = Isa::Widen(isum[t][p][v], ssum[t][p][v]);
+            ssum[t][p][v] = Isa::ZeroS();
+          }
+        }
+      }
+      steps = 0;
+    };
     [[maybe_unused]] const typename Isa::VT book = Isa::Table16(kIq4Book.v);
     for (int c = 0; c < G / kChunkCols; ++c) {
       W w[RP][kVecs][kFields];
@@ -84,22 +109,27 @@ struct DotCodes {
           }
         }
       }
-      for (int t = 0; t < RT; ++t) {
-        const int8_t* x = xq.q(t0 + t) + k0 + c * kChunkCols;
-        for (int h = 0; h < kFields; ++h) {
-          const VI xb = Isa::Set4(x + 4 * h);
+      for (int h = 0; h < kFields; ++h) {
+        for (int t = 0; t < RT; ++t) {
+          const VI xb = Isa::Set4(xq.q(t0 + t) + k0 + c * kChunkCols + 4 * h);
           for (int p = 0; p < RP; ++p) {
             for (int v = 0; v < kVecs; ++v) {
+              VS& ss = ssum[t][p][v];
               if constexpr (kWide) {
-                isum[t][p][v] = Isa::Dot4Wide(isum[t][p][v], w[p][v][h], xb);
+                ss = Isa::DotWideS(kRun == 1 ? Isa::ZeroS() : ss, w[p][v][h], xb);
               } else {
-                isum[t][p][v] = Isa::Dot4(isum[t][p][v], w[p][v][h], xb);
+                ss = Isa::DotS(kRun == 1 ? Isa::ZeroS() : ss, w[p][v][h], xb);
               }
+              if constexpr (kRun == 1) isum[t][p][v] = Isa::Widen(isum[t][p][v], ss);
             }
           }
         }
+        if constexpr (kRun > 1 && kRun < kSteps) {
+          if (++steps == kRun) widen();
+        }
       }
     }
+    if constexpr (kRun > 1) widen();
   }
 };
 
