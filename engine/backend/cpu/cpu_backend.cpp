@@ -148,6 +148,9 @@ void CpuBackend::Embed(const ForwardBatch& b) {
 
 void CpuBackend::RmsNorm(const float* x, const float* weight, int rows, float* out, int cols) const {
   const int dim = cols > 0 ? cols : config_.dim;
+  // Rows are independent: a prompt's rows split across the threads, with the same bits.
+#pragma omp parallel for schedule(static) if (num_threads_ > 1 && int64_t{rows} * dim >= kParallelElementwise) \
+    num_threads(num_threads_)
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<size_t>(r) * dim;
     float* o = out + static_cast<size_t>(r) * dim;
@@ -273,6 +276,11 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
   const KvSpec& s = *spec_;
   const int bs = s.block_size();
   const int hd = s.head_dim();
+  // Each token writes its own slot: a prompt's tokens split across the threads (a test's
+  // store hook sees them in order).
+  const bool parallel = num_threads_ > 1 && !options_.kv_store_hook &&
+                        int64_t{b.num_tokens()} * 2 * config_.kv_dim() >= kParallelElementwise;
+#pragma omp parallel for schedule(static) if (parallel) num_threads(num_threads_)
   for (int t = 0; t < b.num_tokens(); ++t) {
     const int64_t slot = b.slot_mapping[t];
     uint8_t* block = block_data(static_cast<int32_t>(slot / bs));
@@ -301,16 +309,19 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
 
 // gate = act(gate) * up, act SiLU, or GELU's tanh approximation for gelu_gate models.
 void CpuBackend::GatedActivation(int num_tokens) {
-  const size_t n = static_cast<size_t>(num_tokens) * config_.ffn_dim;
+  const int64_t n = int64_t{num_tokens} * config_.ffn_dim;
+  const bool parallel = num_threads_ > 1 && n >= kParallelElementwise;  // elementwise: the same bits
   if (config_.gelu_gate) {
     constexpr float kSqrt2OverPi = 0.7978845608f;
-    for (size_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(static) if (parallel) num_threads(num_threads_)
+    for (int64_t i = 0; i < n; ++i) {
       const float g = gate_[i];
       gate_[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up_[i];
     }
     return;
   }
-  for (size_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(static) if (parallel) num_threads(num_threads_)
+  for (int64_t i = 0; i < n; ++i) {
     const float g = gate_[i];
     gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
   }

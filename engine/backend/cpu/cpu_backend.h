@@ -63,6 +63,9 @@ class CpuBackend final : public Backend {
   // Below this many multiply-adds a step runs on the calling thread: waking the OpenMP team
   // costs more than it saves (the tiny models).
   static constexpr int64_t kParallelWork = 1 << 16;
+  // Elementwise work (norms, the gated activation) splits across the threads from this many
+  // values: a prompt's, not a decode step's (one token's few thousand values).
+  static constexpr int64_t kParallelElementwise = 1 << 15;
 
   [[nodiscard]] Status ValidateBatch(const ForwardBatch& batch, size_t logits_size) const;
   void Embed(const ForwardBatch& batch);
