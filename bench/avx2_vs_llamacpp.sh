@@ -27,16 +27,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-TYPES="$TYPES" CLIENTS="1 16" OUT="$W/serving.md" bash "$ROOT/bench/quant_serve_vs_llamacpp.sh" "$LLAMA" "$BUILD" >/dev/null
-
-"$BUILD/kvserve" mkmodel --preset 150m --dtype f16 -o "$W/F16.gguf" >/dev/null
-for name in $TYPES; do
-  case $name in
-    F16) ;;
-    Q4_K_M | Q5_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
-    *) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
-  esac
-done
+# The serving rows; that script makes the files in $W/models, where the prefill rows find them.
+mkdir "$W/models"
+TYPES="$TYPES" CLIENTS="1 16" OUT="$W/serving.md" MODELS_DIR="$W/models" \
+  bash "$ROOT/bench/quant_serve_vs_llamacpp.sh" "$LLAMA" "$BUILD" >/dev/null
 
 # kvserve_prefill FILE PORT: tokens/s of a 512-token prompt, from the median of 3 answers with
 # max_tokens 1 (a fresh prompt each time, prefix caching off).
@@ -86,8 +80,8 @@ PY
   port=18530
   for name in $TYPES; do
     port=$((port + 1))
-    k=$(kvserve_prefill "$W/$name.gguf" $port)
-    l=$("$LLAMA/llama-bench" -m "$W/$name.gguf" -p 512 -n 0 -t 2 -r 3 -o json | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)[0]["avg_ts"])')
+    k=$(kvserve_prefill "$W/models/$name.gguf" $port)
+    l=$("$LLAMA/llama-bench" -m "$W/models/$name.gguf" -p 512 -n 0 -t 2 -r 3 -o json | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)[0]["avg_ts"])')
     echo "| $name | $k | $l | $(awk -v a="$k" -v b="$l" 'BEGIN {printf "%.2fx", a / b}') |"
   done
 } >"$OUT"

@@ -8,7 +8,7 @@
 # cache), alternating. The files: `kvserve mkmodel --preset 150m --dtype f16`, then
 # `llama-quantize` (Q4_K_M and Q5_K_M its mixes, other types --pure; F16 is that file itself).
 #
-# Usage: [TYPES="Q4_K_M Q5_K_M Q6_K Q8_0"] [CLIENTS="1 16"] [OUT=...] \
+# Usage: [TYPES="Q4_K_M Q5_K_M Q6_K Q8_0"] [CLIENTS="1 16"] [OUT=...] [MODELS_DIR=...] \
 #   bash bench/quant_serve_vs_llamacpp.sh LLAMA_BIN_DIR [BUILD_DIR]   (hold the build lock)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,12 +26,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BUILD/kvserve" mkmodel --preset 150m --dtype f16 -o "$W/F16.gguf" >/dev/null
+# The files, in MODELS_DIR when given (made there unless it holds them already, so a calling
+# script can use them too), else in this run's temporary folder.
+MODELS=${MODELS_DIR:-$W}
+if [[ ! -f "$MODELS/F16.gguf" ]]; then
+  "$BUILD/kvserve" mkmodel --preset 150m --dtype f16 -o "$MODELS/F16.gguf" >/dev/null
+fi
 for name in $TYPES; do
+  [[ -f "$MODELS/$name.gguf" ]] && continue
   case $name in
-    F16) ;;
-    Q4_K_M | Q5_K_M) "$LLAMA/llama-quantize" "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
-    *) "$LLAMA/llama-quantize" --pure "$W/F16.gguf" "$W/$name.gguf" "$name" >/dev/null 2>&1 ;;
+    Q4_K_M | Q5_K_M) "$LLAMA/llama-quantize" "$MODELS/F16.gguf" "$MODELS/$name.gguf" "$name" >/dev/null 2>&1 ;;
+    *) "$LLAMA/llama-quantize" --pure "$MODELS/F16.gguf" "$MODELS/$name.gguf" "$name" >/dev/null 2>&1 ;;
   esac
 done
 
@@ -82,8 +87,8 @@ row() {
   for name in $TYPES; do
     for c in $CLIENTS; do
       port=$((port + 2))
-      read -r kt kf < <(row kvserve "$W/$name.gguf" "$c" $port)
-      read -r lt lf < <(row llama "$W/$name.gguf" "$c" $((port + 1)))
+      read -r kt kf < <(row kvserve "$MODELS/$name.gguf" "$c" $port)
+      read -r lt lf < <(row llama "$MODELS/$name.gguf" "$c" $((port + 1)))
       ratio=$(awk -v a="$kt" -v b="$lt" 'BEGIN {printf "%.2fx", a / b}')
       echo "| $name | $c | $kt | $lt | $ratio | $kf / $lf |"
     done
