@@ -29,6 +29,11 @@ bool CpuHasAvx512Bf16() {
   return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
 }
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c(); }
+// AVX-VNNI from CPUID leaf 7, subleaf 1 (EAX bit 4): older compilers do not know the name.
+bool CpuHasAvxVnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return CpuHasAvx2() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 4) & 1) != 0;
+}
 
 const KernelTable& ChooseKernels() {
   if (const char* forced = std::getenv("KVSERVE_ISA")) {
@@ -37,6 +42,7 @@ const KernelTable& ChooseKernels() {
   }
   if (CpuHasAvx512Bf16()) return Avx512Bf16Kernels();
   if (CpuHasAvx512()) return Avx512Kernels();
+  if (CpuHasAvxVnni()) return AvxVnniKernels();
   if (CpuHasAvx2()) return Avx2Kernels();
   return GenericKernels();
 }
@@ -281,6 +287,7 @@ const KernelTable* KernelsFor(std::string_view isa) {
   if (isa == "generic") return &GenericKernels();
   if (isa == "avx512bf16") return CpuHasAvx512Bf16() ? &Avx512Bf16Kernels() : nullptr;
   if (isa == "avx2") return CpuHasAvx2() ? &Avx2Kernels() : nullptr;
+  if (isa == "avxvnni") return CpuHasAvxVnni() ? &AvxVnniKernels() : nullptr;
   if (isa == "avx512") return CpuHasAvx512() ? &Avx512Kernels() : nullptr;
   return nullptr;
 }

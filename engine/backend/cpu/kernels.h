@@ -1,7 +1,8 @@
 // CPU compute kernels behind a table of function pointers, one table per instruction set
-// (AVX-512, AVX2+FMA+F16C, generic C++), chosen at run time from the CPU's features so one
-// binary runs on any x86-64. Every table computes the same function; tests compare each
-// table with the generic one and with the reference codecs.
+// (AVX-512 with and without BF16/VNNI, AVX2+FMA+F16C with and without AVX-VNNI, generic C++),
+// chosen at run time from the CPU's features so one binary runs on any x86-64. Every table
+// computes the same function; tests compare each table with the generic one and with the
+// reference codecs.
 //
 // Stateless; thread-safe. Callers parallelise (OpenMP) over row ranges / attention units.
 #pragma once
@@ -216,10 +217,11 @@ void PackDotRows(const WeightMatrix& w, int kind, uint8_t* data, size_t panel_by
 void SuperCodes(GgmlType type, const uint8_t* row, int64_t n, uint8_t* u, int8_t* sc, uint8_t* m, float* d,
                 float* ndmin);
 
-// The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avx2|generic).
+// The best table for this CPU (overridable with KVSERVE_ISA=avx512bf16|avx512|avxvnni|avx2|generic).
 const KernelTable& Kernels();
 // A specific table, or nullptr when this CPU cannot run it. isa: "avx512bf16" (AVX-512 with
-// vdpbf16ps and integer dots on vpdpbusd), "avx512" (both emulated), "avx2", "generic".
+// vdpbf16ps and integer dots on vpdpbusd), "avx512" (both emulated), "avxvnni" (AVX2 with its
+// integer dots on AVX-VNNI's vpdpbusd), "avx2", "generic".
 const KernelTable* KernelsFor(std::string_view isa);
 // Whether this CPU multiplies BF16 pairs natively (AVX512-BF16).
 bool CpuHasBf16Dot();
@@ -234,6 +236,7 @@ ComputeDtype AutoComputeDtype();
 // Per-ISA tables, defined in kernels_<isa>.cpp.
 const KernelTable& GenericKernels();
 const KernelTable& Avx2Kernels();
+const KernelTable& AvxVnniKernels();
 const KernelTable& Avx512Kernels();
 const KernelTable& Avx512Bf16Kernels();
 

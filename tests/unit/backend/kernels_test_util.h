@@ -90,7 +90,7 @@ inline constexpr GgmlType kAllWeightTypes[] = {
 
 inline std::vector<std::string> AvailableIsas() {
   std::vector<std::string> out = {"generic"};
-  for (const char* isa : {"avx2", "avx512", "avx512bf16"}) {
+  for (const char* isa : {"avx2", "avxvnni", "avx512", "avx512bf16"}) {
     if (KernelsFor(isa) != nullptr) out.push_back(isa);
   }
   return out;
