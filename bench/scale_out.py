@@ -25,10 +25,10 @@ import http.client
 import json
 import os
 import random
-import re
+import shutil
 import statistics
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -38,6 +38,7 @@ import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e", "lib"))
 from kv_event_hash import prompt_hashes  # noqa: E402  (vLLM's sha256_cbor, as the picker computes keys)
+from kvserve_process import start  # noqa: E402
 
 
 def post(url, path, body):
@@ -51,24 +52,11 @@ class Replica:
 
     def __init__(self, kvserve, model, index, events_port, kv_memory, threads):
         self.events_port = events_port
-        self.proc = subprocess.Popen(
-            [kvserve, "serve", "--model", model, "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1",
-             "--threads", str(threads), "--kv-cache-memory", kv_memory, "--log-level", "warn",
-             "--served-model-name", "m", "--kv-events-endpoint", "tcp://*:%d" % events_port,
-             "--kv-events-topic", "kv@replica-%d@m" % index],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.url = None
-        for line in self.proc.stdout:
-            m = re.search(r"HTTP on (http://[^\s]+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-        while True:
-            try:
-                urllib.request.urlopen(self.url + "/ready", timeout=5)
-                break
-            except OSError:
-                time.sleep(0.2)
+        self.work = tempfile.mkdtemp(prefix="kvserve-scale-out-")
+        self.proc, self.url = start(kvserve, [
+            "--model", model, "--threads", str(threads), "--kv-cache-memory", kv_memory, "--log-level", "warn",
+            "--served-model-name", "m", "--kv-events-endpoint", "tcp://*:%d" % events_port,
+            "--kv-events-topic", "kv@replica-%d@m" % index], self.work)
         self.stored, self.lock, self.stop = set(), threading.Lock(), False
         self.thread = threading.Thread(target=self._listen, daemon=True)
         self.thread.start()
@@ -105,6 +93,7 @@ class Replica:
         self.proc.terminate()
         self.proc.wait(timeout=60)
         self.thread.join()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 class Router:

@@ -47,7 +47,8 @@ KvEventPublisher::KvEventPublisher(const KvEventsOptions& options) : options_(op
 
 StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Start(const KvEventsOptions& options) {
   if (options.endpoint.find("://") == std::string::npos) {
-    return InvalidArgumentError(fmt::format("--kv-events-endpoint '{}' is not a ZMQ address (tcp://*:5557)", options.endpoint));
+    return InvalidArgumentError(
+        fmt::format("--kv-events-endpoint '{}' is not a ZMQ address (tcp://*:5557)", options.endpoint));
   }
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(options));
   auto sockets = std::make_unique<Sockets>();

@@ -40,7 +40,7 @@ struct KvEventCounters {
 };
 
 struct KvEventsOptions {
-  std::string endpoint;         // "": no events
+  std::string endpoint;         // tcp://*:5557 (bound) or tcp://host:5557 (connected), ipc://...
   std::string replay_endpoint;  // "": no replay
   std::string topic;            // kv@<pod id>@<model name>
   std::string hash_seed = "vllm-none-hash";

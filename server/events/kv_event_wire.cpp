@@ -80,12 +80,12 @@ std::vector<KvWireEvent> KvEventTranslator::Translate(const std::vector<PrefixEv
       if (out.empty() || out.back().kind != KvWireEvent::Kind::kBlockRemoved) {
         out.push_back({KvWireEvent::Kind::kBlockRemoved, {}, std::nullopt, {}});
       }
-      out.back().hashes.push_back(it->second.value);
+      out.back().hashes.push_back(KvEventHashValue(it->second));
       blocks_.erase(it);
       continue;
     }
     const bool root = e.parent == kPrefixRoot;
-    const Known* parent = nullptr;
+    const KvEventDigest* parent = nullptr;
     if (!root) {
       auto it = blocks_.find(e.parent);
       if (it == blocks_.end()) {
@@ -96,15 +96,15 @@ std::vector<KvWireEvent> KvEventTranslator::Translate(const std::vector<PrefixEv
       parent = &it->second;
     }
     // vLLM folds cache_salt into the first block only; the chain carries it on.
-    const KvEventDigest digest = KvEventBlockDigest(root ? root_ : parent->digest, e.tokens, root ? e.salt : "");
-    const Known known{digest, KvEventHashValue(digest)};
+    const KvEventDigest digest = KvEventBlockDigest(root ? root_ : *parent, e.tokens, root ? e.salt : "");
     const bool salted = !e.salt.empty();
     if (!(chain_tail && *chain_tail == e.parent && chain_salted == salted)) {
-      out.push_back({KvWireEvent::Kind::kBlockStored, {}, root ? std::nullopt : std::optional(parent->value), {}});
+      const std::optional<uint64_t> parent_hash = root ? std::nullopt : std::optional(KvEventHashValue(*parent));
+      out.push_back({KvWireEvent::Kind::kBlockStored, {}, parent_hash, {}});
     }
-    out.back().hashes.push_back(known.value);
+    out.back().hashes.push_back(KvEventHashValue(digest));
     if (!salted) out.back().tokens.insert(out.back().tokens.end(), e.tokens.begin(), e.tokens.end());
-    blocks_[e.block] = known;
+    blocks_[e.block] = digest;
     chain_tail = e.block;
     chain_salted = salted;
   }

@@ -53,17 +53,13 @@ class KvEventTranslator {
   int64_t num_orphans() const { return orphans_; }
 
  private:
-  struct Known {
-    KvEventDigest digest;
-    uint64_t value = 0;
-  };
   struct RefHash {
     size_t operator()(const PrefixRef& r) const {
       return std::hash<uint64_t>()(r.epoch) ^ (static_cast<size_t>(r.block) << 1);
     }
   };
   KvEventDigest root_;
-  std::unordered_map<PrefixRef, Known, RefHash> blocks_;
+  std::unordered_map<PrefixRef, KvEventDigest, RefHash> blocks_;  // the published blocks
   int64_t orphans_ = 0;
 };
 

@@ -26,7 +26,6 @@ import os
 import random
 import re
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +34,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from kv_event_hash import prompt_hashes  # noqa: E402
+from kvserve_process import start  # noqa: E402
 
 try:
     import msgpack
@@ -109,30 +109,11 @@ def main():
           "the hash oracle reproduces the %d block hashes vLLM published" % len(vllm["block_hashes"]), failures)
     pub_port, replay_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as work:
-        out = open(os.path.join(work, "serve.out"), "w+")
-        err = open(os.path.join(work, "serve.err"), "w+")
-        proc = subprocess.Popen(
-            [kvserve, "serve", "--model", model, "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1",
-             "--kv-cache-memory", "768KiB", "--max-num-seqs", "4", "--log-level", "warn",
-             "--kv-events-endpoint", "tcp://*:%d" % pub_port,
-             "--kv-events-replay-endpoint", "tcp://*:%d" % replay_port,
-             "--kv-events-topic", "kv@10.1.2.3:8000@e2e-model", "--kv-events-hash-seed", SEED],
-            stdout=out, stderr=err)
+        proc, url = start(kvserve, [
+            "--model", model, "--kv-cache-memory", "768KiB", "--max-num-seqs", "4", "--log-level", "warn",
+            "--kv-events-endpoint", "tcp://*:%d" % pub_port, "--kv-events-replay-endpoint", "tcp://*:%d" % replay_port,
+            "--kv-events-topic", "kv@10.1.2.3:8000@e2e-model", "--kv-events-hash-seed", SEED], work)
         try:
-            url = None
-            deadline = time.time() + 120
-            while url is None and time.time() < deadline:
-                out.seek(0)
-                m = re.search(r"HTTP on (http://127\.0\.0\.1:\d+)", out.read())
-                try:
-                    if m and call(m.group(1) + "/ready", timeout=5)["status"]:
-                        url = m.group(1)
-                except OSError:
-                    pass
-                if proc.poll() is not None:
-                    err.seek(0)
-                    raise RuntimeError("kvserve exited: " + err.read()[-2000:])
-                time.sleep(0.1)
             model_id = call(url + "/v1/models")["data"][0]["id"]
             blocks = call(url + "/v1/cache/blocks")
             bs, pool = blocks["block_size"], blocks["num_blocks"]

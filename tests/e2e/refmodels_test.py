@@ -14,43 +14,18 @@ Exit:  0 pass, 1 fail, 77 skipped (no llamacpp-refs.jsonl).
 """
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from kvserve_process import start  # noqa: E402
 
 
 def post(url, body):
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.load(response)
-
-
-def serve(kvserve, model, work):
-    out = open(os.path.join(work, "serve.out"), "w+")
-    err = open(os.path.join(work, "serve.err"), "w+")
-    proc = subprocess.Popen([kvserve, "serve", "--model", model, "--kv-dtype", "f32", "--host", "127.0.0.1",
-                             "--http-port", "0", "--grpc-port", "-1", "--log-level", "warn"], stdout=out, stderr=err)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        out.seek(0)
-        m = re.search(r"HTTP on (http://127\.0\.0\.1:\d+)", out.read())
-        if m:
-            url = m.group(1)
-            try:
-                with urllib.request.urlopen(url + "/ready", timeout=5) as r:
-                    if r.status == 200:
-                        return proc, url
-            except OSError:
-                pass
-        if proc.poll() is not None:
-            err.seek(0)
-            raise RuntimeError("kvserve exited: " + err.read()[-2000:])
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("kvserve did not become ready")
 
 
 def main():
@@ -68,7 +43,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for model, refs in sorted(by_model.items()):
             bound = 0.15 if "-q" in model else 0.03
-            proc, url = serve(kvserve, os.path.join(refdir, model), work)
+            proc, url = start(kvserve, ["--model", os.path.join(refdir, model), "--kv-dtype", "f32", "--log-level",
+                                        "warn"], work)
             try:
                 diffs = []
                 for ref in refs:

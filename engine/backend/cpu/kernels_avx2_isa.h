@@ -93,11 +93,12 @@ struct Isa {
     const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half: rows 0-3, 4-7
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
   }
-  // Integer dots (kernels_impl.h): vpmaddubsw sums two products per int16 lane, exactly while
-  // they stay within int16, so runs of them add up in int16 and vpmaddwd widens them to int32
-  // once per run (4-bit codes: a whole group of 32 columns). Byte codes (up to 255) take the
-  // sign trick: s = w - 128 in int8 and |s| <= 128 unsigned, times x with s's sign (vpsignb),
-  // so two products stay within 2 * 128 * 127 = 32512; each widened at once.
+  // Integer dots (kernels_impl.h). Without AVX-VNNI (below), vpmaddubsw sums two products per
+  // int16 lane, exactly while they stay within int16, so runs of them add up in int16 and
+  // vpmaddwd widens them to int32 once per run (4-bit codes: a whole group of 32 columns). Byte
+  // codes (up to 255) take the sign trick: s = w - 128 in int8 and |s| <= 128 unsigned, times x
+  // with s's sign (vpsignb), so two products stay within 2 * 128 * 127 = 32512; each widened
+  // at once.
   using VI = __m256i;
   static VI ZeroI() { return _mm256_setzero_si256(); }
   // Byte i takes bit i of the 32-bit mask: each byte gets its mask byte, then its bit.

@@ -124,6 +124,9 @@ struct DotCodes {
             }
           }
         }
+        // The three cases stay apart at compile time (widen every step, only at the end, or
+        // every kRun steps): deriving the widenings from the step index instead cost 5% of a
+        // Q4_0 prefill on AVX2.
         if constexpr (kRun > 1 && kRun < kSteps) {
           if (++steps == kRun) widen();
         }

@@ -176,7 +176,8 @@ TEST(Int8KernelsTest, EveryVectorTableGivesTheSameBits) {
         a.y = got.data();
         KernelsFor(isa)->matmul[packed.kind()](a, 0, packed.num_panels());
         for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_EQ(BitsFromF32(got[i]), BitsFromF32(want[i])) << isa << " " << GgmlTypeName(type) << " tokens " << tokens;
+          ASSERT_EQ(BitsFromF32(got[i]), BitsFromF32(want[i]))
+              << isa << " " << GgmlTypeName(type) << " tokens " << tokens;
         }
       }
     }

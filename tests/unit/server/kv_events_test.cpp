@@ -43,7 +43,8 @@ std::vector<int32_t> Tokens(int first, int n) {
   return t;
 }
 
-PrefixEvent Stored(BlockId block, uint64_t epoch, PrefixRef parent, std::vector<int32_t> tokens, std::string salt = "") {
+PrefixEvent Stored(BlockId block, uint64_t epoch, PrefixRef parent, std::vector<int32_t> tokens,
+                   std::string salt = "") {
   return {PrefixEvent::Kind::kStored, {block, epoch}, parent, std::move(tokens), std::move(salt)};
 }
 PrefixEvent Removed(BlockId block, uint64_t epoch) { return {PrefixEvent::Kind::kRemoved, {block, epoch}, {}, {}, {}}; }
