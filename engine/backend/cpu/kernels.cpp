@@ -26,7 +26,9 @@ bool CpuHasAvx512() {
 }
 // Every CPU with AVX512-BF16 has AVX512-VNNI too; the table relies on both.
 bool CpuHasAvx512Bf16() {
-  return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+  // GFNI too (Sapphire Rapids, Zen 4 on): only Cooper Lake lacks it, and takes the AVX-512 table.
+  return CpuHasAvx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
+         __builtin_cpu_supports("gfni");
 }
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c(); }
 // AVX-VNNI from CPUID leaf 7, subleaf 1 (EAX bit 4): older compilers do not know the name.

@@ -48,9 +48,11 @@ namespace kvserve::cpu {
 // d * sc * (u - 32)), summed exactly in int32 over the 256 columns. The codes: 4 consecutive columns of a
 // row in 4 bytes (as `vpdpbusd` reads them): byte codes (Q8_0) [G / 4][16][4]; 4- to 6-bit
 // codes per 8 columns c a chunk of [16][4] bytes whose low nibbles are the codes' low 4 bits
-// of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then per higher bit (one for the
-// 5-bit types, two for Q6_K) 8 bytes for the first field and 8 for the second, bit r * 4 + j
-// that of row r, column j of the field; 2- and 3-bit codes (Q2_K, Q3_K) likewise per 16
+// of columns 8c..8c+3 and high nibbles those of 8c+4..8c+7, then the 5-bit types' fifth bit
+// in 8 bytes for the first field and 8 for the second, bit r * 4 + j that of row r, column j
+// of the field, or Q6_K's top two bits in 32 bytes: those of byte i = r * 4 + j of field h
+// in byte i % 32, bits 4 * (i / 32) + 2h and the next (rows 0-7 in the low nibbles, 8-15 in
+// the high ones: a load and a shift give each byte its bits); 2- and 3-bit codes (Q2_K, Q3_K) likewise per 16
 // columns with four 2-bit fields per byte (bits 2h, 2h + 1: columns 16c + 4h .. + 3) and Q3_K's
 // third bit in 4 x 8 bytes. Bytes per weight: Q4_0 0.625, Q4_1 0.75, Q4_K 0.59, Q5_0 0.75,
 // Q5_1 0.875, Q5_K 0.72, Q8_0 1.125, IQ4_NL/IQ4_XS 0.625, Q6_K 0.83, Q2_K 0.41, Q3_K 0.45.

@@ -112,10 +112,22 @@ struct Isa {
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
     *w = _mm256_add_epi8(*w, _mm256_and_si256(set, _mm256_set1_epi8(static_cast<char>(bit))));
   }
+  // Vector v's crumbs are the low (v = 0) or high nibbles of the 32 bytes: the two fields' in
+  // bits 0-1 and 2-3 of every byte.
+  static void AddCrumbs(const uint8_t* c, int v, VI* lo, VI* hi) {
+    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+    if (v == 1) y = _mm256_srli_epi16(y, 4);
+    const __m256i m = _mm256_set1_epi8(0x30);
+    *lo = _mm256_add_epi8(*lo, _mm256_and_si256(_mm256_slli_epi16(y, 4), m));
+    *hi = _mm256_add_epi8(*hi, _mm256_and_si256(_mm256_slli_epi16(y, 2), m));
+  }
   static VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
   static VI MulI(VI a, VI b) { return _mm256_mullo_epi32(a, b); }
-  static VI LoadI8AsI32(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-  static VI LoadU8AsI32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static __m128i Load8(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+  // Lane r: the int16 pair (a[r], b[r]).
+  static VI Pairs(const uint8_t* a, const uint8_t* b) {
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(Load8(a), Load8(b)));
+  }
   using VT = __m256i;
   static VT Table16(const uint8_t* t) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t))); }
   static VI Lookup16(VT table, VI idx) { return _mm256_shuffle_epi8(table, idx); }
@@ -147,6 +159,9 @@ struct Isa {
   static VS ZeroS() { return ZeroI(); }
   static VS DotS(VS s, VI w, VI x) { return _mm256_dpbusd_avx_epi32(s, w, x); }
   static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, s); }
+  static VI ScaleOf(const uint8_t* p) { return _mm256_cvtepi8_epi32(Load8(p)); }
+  static VI WidenBy(VI acc, VS s, VI scale) { return _mm256_add_epi32(acc, _mm256_mullo_epi32(s, scale)); }
+  static VI MaddI(VI acc, VI a, VI b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
@@ -158,6 +173,13 @@ struct Isa {
   static VS ZeroS() { return _mm256_setzero_si256(); }
   static VS DotS(VS s, VI w, VI x) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, x)); }
   static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1))); }
+  // The scale in both int16 halves of its lane: the widening multiplies by it for free.
+  static VI ScaleOf(const uint8_t* p) {
+    const __m128i x = Load8(p);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, x));
+  }
+  static VI WidenBy(VI acc, VS s, VI scale) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, scale)); }
+  static VI MaddI(VI acc, VI a, VI b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
   struct Wide {
     __m256i abs, sign;  // |w - 128| as unsigned bytes; w - 128
   };

@@ -93,10 +93,33 @@ struct Isa {
     std::memcpy(&m, mask + v * 8, 8);
     *w = _mm512_mask_add_epi8(*w, _cvtu64_mask64(m), *w, _mm512_set1_epi8(static_cast<char>(bit)));
   }
+  // As kernels_avx2_isa.h's, for 64 bytes: the 32 bytes, then their high nibbles. With GFNI
+  // one affine bit transform per field moves each byte's two bits to bits 4-5 (output bit i
+  // takes the input bits set in byte 7 - i of the qword's matrix).
+  static void AddCrumbs(const uint8_t* c, int, VI* lo, VI* hi) {
+    __m512i y = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)));
+#ifdef __GFNI__
+    const __m512i to_lo = _mm512_set_epi64(0x10200000, 0x10200000, 0x10200000, 0x10200000, 0x01020000, 0x01020000,
+                                           0x01020000, 0x01020000);
+    const __m512i to_hi = _mm512_set_epi64(0x40800000, 0x40800000, 0x40800000, 0x40800000, 0x04080000, 0x04080000,
+                                           0x04080000, 0x04080000);
+    *lo = _mm512_add_epi8(*lo, _mm512_gf2p8affine_epi64_epi8(y, to_lo, 0));
+    *hi = _mm512_add_epi8(*hi, _mm512_gf2p8affine_epi64_epi8(y, to_hi, 0));
+#else
+    y = _mm512_mask_srli_epi16(y, 0xFFFF0000u, y, 4);
+    const __m512i m = _mm512_set1_epi8(0x30);
+    *lo = _mm512_add_epi8(*lo, _mm512_and_si512(_mm512_slli_epi16(y, 4), m));
+    *hi = _mm512_add_epi8(*hi, _mm512_and_si512(_mm512_slli_epi16(y, 2), m));
+#endif
+  }
   static VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
   static VI MulI(VI a, VI b) { return _mm512_mullo_epi32(a, b); }
-  static VI LoadI8AsI32(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static VI LoadU8AsI32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  // Lane r: the int16 pair (a[r], b[r]).
+  static VI Pairs(const uint8_t* a, const uint8_t* b) {
+    const __m128i x = Load16(a), y = Load16(b);
+    return _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y)));
+  }
   using VT = __m512i;
   static VT Table16(const uint8_t* t) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t))); }
   static VI Lookup16(VT table, VI idx) { return _mm512_shuffle_epi8(table, idx); }
@@ -129,6 +152,9 @@ struct Isa {
   static VS ZeroS() { return ZeroI(); }
   static VS DotS(VS s, VI w, VI x) { return _mm512_dpbusd_epi32(s, w, x); }
   static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, s); }
+  static VI ScaleOf(const uint8_t* p) { return _mm512_cvtepi8_epi32(Load16(p)); }
+  static VI WidenBy(VI acc, VS s, VI scale) { return _mm512_add_epi32(acc, _mm512_mullo_epi32(s, scale)); }
+  static VI MaddI(VI acc, VI a, VI b) { return _mm512_dpwssd_epi32(acc, a, b); }
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
@@ -142,6 +168,10 @@ struct Isa {
   static VS ZeroS() { return ZeroI(); }
   static VS DotS(VS s, VI w, VI x) { return _mm512_add_epi16(s, _mm512_maddubs_epi16(w, x)); }
   static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, _mm512_madd_epi16(s, _mm512_set1_epi16(1))); }
+  // The scale in both int16 halves of its lane: the widening multiplies by it for free.
+  static VI ScaleOf(const uint8_t* p) { return Pairs(p, p); }
+  static VI WidenBy(VI acc, VS s, VI scale) { return _mm512_add_epi32(acc, _mm512_madd_epi16(s, scale)); }
+  static VI MaddI(VI acc, VI a, VI b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
   struct Wide {
     __m512i abs;
     __mmask64 negative;

@@ -58,7 +58,7 @@ void PutCodes(const DotLayout& l, int lane, const uint8_t* src, uint8_t* codes) 
   for (int k = 0; k < l.group; ++k) {
     // Byte lane * 4 + k % 4 of its chunk; packed codes: the low bits in field h = (k % chunk
     // columns) / 4 of that byte, and bit low + b in plane b's 8 bytes for field h, bit
-    // lane * 4 + k % 4.
+    // lane * 4 + k % 4 (Q6_K: its top bits as crumbs).
     uint8_t* chunk = codes + static_cast<size_t>(k / l.chunk_cols()) * l.chunk_bytes();
     const int i = lane * 4 + k % 4;
     if (l.bits == 8) {
@@ -67,6 +67,11 @@ void PutCodes(const DotLayout& l, int lane, const uint8_t* src, uint8_t* codes) 
     }
     const int low = l.low(), h = k % l.chunk_cols() / 4;
     chunk[i] = static_cast<uint8_t>(chunk[i] | (src[k] & ((1 << low) - 1)) << (low * h));
+    if (l.bits == 6) {  // the top two bits as one crumb (kernels.h)
+      uint8_t& crumbs = chunk[4 * kPanelRows + i % 32];
+      crumbs = static_cast<uint8_t>(crumbs | (src[k] >> 4) << (4 * (i / 32) + 2 * h));
+      continue;
+    }
     for (int b = 0; b < l.bits - low; ++b) {
       uint8_t* plane = chunk + 4 * kPanelRows + 8 * (l.fields() * b + h);
       plane[i / 8] = static_cast<uint8_t>(plane[i / 8] | ((src[k] >> (low + b)) & 1) << (i % 8));

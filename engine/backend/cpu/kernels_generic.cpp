@@ -75,10 +75,30 @@ struct Isa {
     for (int j = 0; j < 4; ++j) u += ((bits >> j) & 1) ? static_cast<uint32_t>(bit) << (8 * j) : 0;
     *w = static_cast<VI>(u);
   }
+  static void AddCrumbs(const uint8_t* c, int v, VI* lo, VI* hi) {
+    uint32_t l = static_cast<uint32_t>(*lo), h = static_cast<uint32_t>(*hi);
+    for (int j = 0; j < 4; ++j) {
+      const int i = v * 4 + j, bits = c[i % 32] >> (4 * (i / 32));
+      l += static_cast<uint32_t>(bits & 3) << (8 * j + 4);
+      h += static_cast<uint32_t>(bits >> 2 & 3) << (8 * j + 4);
+    }
+    *lo = static_cast<VI>(l);
+    *hi = static_cast<VI>(h);
+  }
   static VI AddI(VI a, VI b) { return a + b; }
   static VI MulI(VI a, VI b) { return a * b; }
-  static VI LoadI8AsI32(const uint8_t* p) { return static_cast<int8_t>(*p); }
-  static VI LoadU8AsI32(const uint8_t* p) { return *p; }
+  static VI Pairs(const uint8_t* a, const uint8_t* b) {
+    const auto half = [](const uint8_t* x) {
+      return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int8_t>(*x)));
+    };
+    return static_cast<VI>(half(a) | half(b) << 16);
+  }
+  // acc += the products of the int16 halves.
+  static VI MaddI(VI acc, VI a, VI b) {
+    const auto lo = [](VI x) { return static_cast<int16_t>(static_cast<uint32_t>(x) & 0xFFFF); };
+    const auto hi = [](VI x) { return static_cast<int16_t>(static_cast<uint32_t>(x) >> 16); };
+    return acc + lo(a) * lo(b) + hi(a) * hi(b);
+  }
   using VT = const uint8_t*;
   static VT Table16(const uint8_t* t) { return t; }
   static VI Lookup16(VT table, VI idx) {
@@ -116,6 +136,8 @@ struct Isa {
     return s;
   }
   static VI Widen(VI acc, VS s) { return acc + s; }
+  static VI ScaleOf(const uint8_t* p) { return static_cast<int8_t>(*p); }
+  static VI WidenBy(VI acc, VS s, VI scale) { return acc + s * scale; }
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }

@@ -19,16 +19,20 @@
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
 //   using VI;                     // L int32 lanes; as codes, L rows x 4 bytes
 //   VI ZeroI(); VI SetI(int32_t); VI AddI(VI, VI); VI SubI(VI, VI); VI MulI(VI, VI);
-//   VI LoadI8AsI32(const uint8_t*), LoadU8AsI32(const uint8_t*);  // L bytes, sign/zero-extended
+//   VI Pairs(const uint8_t* a, const uint8_t* b);  // lane r: int16 a[r] low, b[r] high (int8 in)
+//   VI MaddI(VI acc, VI a, VI b);  // acc += the products of a's and b's int16 halves
 //   using VT; VT Table16(const uint8_t*); VI Lookup16(VT, VI);  // bytes below 16 -> table[byte]
 //   VI LoadCodes(const uint8_t*); void LoadNibbles(const uint8_t*, VI* lo, VI* hi);
 //   VI Set4(const int8_t* x);     // x[0..4) in every lane
 //   void AddBits(const uint8_t* mask, int v, int bit, VI* w);  // byte i of w += bit where bit
 //                                 // v * 4L + i of the little-endian mask is set
+//   void AddCrumbs(const uint8_t* c, int v, VI* lo, VI* hi);  // Q6_K's top bits (kernels.h)
+//                                 // times 16 into the bytes v * 4L + i of both fields
 //   using VS;                     // short sums: per lane kShortProducts products of bytes
 //   static constexpr int kShortMax, kShortProducts;  // a VS lane holds sums up to kShortMax
 //   VS ZeroS(); VS DotS(VS s, VI w, VI x);  // s += u8 w_j * s8 x_j, kShortProducts per lane
 //   VI Widen(VI acc, VS s);       // acc += s, per L-lane int32 sums of 4 columns
+//   VI ScaleOf(const uint8_t*); VI WidenBy(VI acc, VS s, VI scale);  // acc += s * (int8 scale)
 //   using Wide; Wide PrepareWide(VI w); VS DotWideS(VS s, Wide w, VI x);
 //   static constexpr int kWideOffset;  // for any byte w: s += (w_j - kWideOffset) * x_j, w
 //                                 // prepared once per tile and used for every token of it

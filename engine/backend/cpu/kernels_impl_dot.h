@@ -49,26 +49,28 @@ struct DotCodes {
       static_cast<int>(std::max<int64_t>(1, Isa::kShortMax / (Isa::kShortProducts * kMaxCode * 127)));
   static constexpr int kSteps = G / kChunkCols * kFields;  // short-sum steps per group
 
-  // isum[t][p] = sum_k (u[k] - kSumOffset) * xq[k0 + k] for token t0 + t, the codes of panel p
-  // at codes[p].
-  template <int RT, int RP>
+  // isum[t][p] += sum_k (u[k] - kSumOffset) * xq[k0 + k] for token t0 + t, the codes of panel p
+  // at codes[p]; kScaled: times scale[p] (Isa::ScaleOf), folded into the widening.
+  template <int RT, int RP, bool kScaled = false>
   static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
-                   VI (&isum)[RT][RP][kVecs]) {
+                   VI (&isum)[RT][RP][kVecs], const VI (*scale)[kVecs] = nullptr) {
     VS ssum[RT][RP][kVecs];  // the steps since the last widening
     int steps = 0;
-    for (int t = 0; t < RT; ++t) {
-      for (int p = 0; p < RP; ++p) {
-        for (int v = 0; v < kVecs; ++v) {
-          isum[t][p][v] = Isa::ZeroI();
-          ssum[t][p][v] = Isa::ZeroS();
-        }
+    for (int t = 0; t < RT; ++t)
+      for (int p = 0; p < RP; ++p)
+        for (int v = 0; v < kVecs; ++v) ssum[t][p][v] = Isa::ZeroS();
+    const auto widen_one = [&](VI& acc, VS s, int p, int v) {
+      if constexpr (kScaled) {
+        acc = Isa::WidenBy(acc, s, scale[p][v]);
+      } else {
+        acc = Isa::Widen(acc, s);
       }
-    }
+    };
     const auto widen = [&] {
       for (int t = 0; t < RT; ++t) {
         for (int p = 0; p < RP; ++p) {
           for (int v = 0; v < kVecs; ++v) {
-            isum[t][p][v] = Isa::Widen(isum[t][p][v], ssum[t][p][v]);
+            widen_one(isum[t][p][v], ssum[t][p][v], p, v);
             ssum[t][p][v] = Isa::ZeroS();
           }
         }
@@ -93,10 +95,14 @@ struct DotCodes {
             if constexpr (kBook) {
               for (int h = 0; h < kFields; ++h) u[h] = Isa::Lookup16(book, u[h]);
             }
-            // Plane b: 8 bytes of bit kLow + b per field h (the codes of columns 4h .. 4h + 3).
-            for (int b = 0; b < kPlanes; ++b) {
-              for (int h = 0; h < kFields; ++h) {
-                Isa::AddBits(chunk + 4 * kPanelRows + 8 * (kFields * b + h), v, (1 << kLow) << b, &u[h]);
+            if constexpr (kBits == 6) {
+              Isa::AddCrumbs(chunk + 4 * kPanelRows, v, &u[0], &u[1]);
+            } else {
+              // Plane b: 8 bytes of bit kLow + b per field h (the codes of columns 4h .. 4h + 3).
+              for (int b = 0; b < kPlanes; ++b) {
+                for (int h = 0; h < kFields; ++h) {
+                  Isa::AddBits(chunk + 4 * kPanelRows + 8 * (kFields * b + h), v, (1 << kLow) << b, &u[h]);
+                }
               }
             }
           }
@@ -120,7 +126,7 @@ struct DotCodes {
               } else {
                 ss = Isa::DotS(kRun == 1 ? Isa::ZeroS() : ss, w[p][v][h], xb);
               }
-              if constexpr (kRun == 1) isum[t][p][v] = Isa::Widen(isum[t][p][v], ss);
+              if constexpr (kRun == 1) widen_one(isum[t][p][v], ss, p, v);
             }
           }
         }
@@ -177,6 +183,9 @@ struct DotKernel : IsaTiles {
       const uint8_t* codes[RP];
       for (int p = 0; p < RP; ++p) codes[p] = panels[p] + g * kBytes + kHeader;
       VI isum[RT][RP][kVecs];
+      for (int t = 0; t < RT; ++t)
+        for (int p = 0; p < RP; ++p)
+          for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
       Codes::template Sums<RT, RP>(xq, t0, g * G, codes, isum);
       V dx[RT], dsum[RT];
       VI zsum[RT];
@@ -213,19 +222,24 @@ struct DotKernel : IsaTiles {
 
 // K-type integer-dot panels (kernels.h): per super-block of 256 columns the rows' f32 d (and
 // -dmin), per group their integer sub-scales sc (and mins m), as ggml's K blocks hold them.
-// Per super-block, exactly in int32: S = sum_j sc_j * (isum_j - kZero * qsum_j) and
-// M = sum_j m_j * qsum_j; then acc += float(S) * (d * dx) (and acc += float(M) * (-dmin * dx)),
-// dx the activations' scale of the super-block (blocks of 256).
+// Per super-block, exactly in int32: S = sum_j sc_j * isum_j, the sub-scales folded into the
+// widening of the short sums (Isa::WidenBy), and M = sum_j m_j * qsum_j (with a zero point:
+// sc_j * qsum_j), two groups per int16 multiply-add; then acc += float(S - kZero * M) * (d * dx),
+// or with offsets acc += float(S) * (d * dx) + float(M) * (-dmin * dx), dx the activations'
+// scale of the super-block (blocks of 256).
 template <int G, int kBits, int kZero>
 struct SuperDotKernel : IsaTiles {
   using VI = typename Isa::VI;
   using Codes = DotCodes<G, kBits>;
   static_assert(Codes::kSumOffset == 0);
+  static_assert(256 / G % 2 == 0, "groups pair up");
   static constexpr bool kOffsets = kZero < 0;
   static constexpr size_t kHeader = (kOffsets ? 8 : 4) * kPanelRows;
   static constexpr size_t kGroupHeader = (kOffsets ? 2 : 1) * kPanelRows;
   static constexpr size_t kGroupBytes = kGroupHeader + Codes::kBytes;
   static constexpr size_t kBytes = kHeader + 256 / G * kGroupBytes;
+  // The group header's bytes that multiply the activation sums: m, or sc with a zero point.
+  static constexpr size_t kSumFactors = kOffsets ? kPanelRows : 0;
 
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
@@ -239,33 +253,28 @@ struct SuperDotKernel : IsaTiles {
       for (int t = 0; t < RT; ++t)
         for (int p = 0; p < RP; ++p)
           for (int v = 0; v < kVecs; ++v) sacc[t][p][v] = macc[t][p][v] = Isa::ZeroI();
-      for (int j = 0; j < 256 / G; ++j) {
-        const int64_t k0 = s * 256 + j * G;
-        const uint8_t* group[RP];
-        const uint8_t* codes[RP];
-        for (int p = 0; p < RP; ++p) {
-          group[p] = panels[p] + s * kBytes + kHeader + j * kGroupBytes;
-          codes[p] = group[p] + kGroupHeader;
+      for (int j = 0; j < 256 / G; j += 2) {
+        const uint8_t* group[2][RP];
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* codes[RP];
+          VI scale[RP][kVecs];
+          for (int p = 0; p < RP; ++p) {
+            group[h][p] = panels[p] + s * kBytes + kHeader + (j + h) * kGroupBytes;
+            codes[p] = group[h][p] + kGroupHeader;
+            for (int v = 0; v < kVecs; ++v) scale[p][v] = Isa::ScaleOf(group[h][p] + v * L);
+          }
+          Codes::template Sums<RT, RP, true>(xq, t0, s * 256 + (j + h) * G, codes, sacc, scale);
         }
-        VI isum[RT][RP][kVecs];
-        Codes::template Sums<RT, RP>(xq, t0, k0, codes, isum);
-        VI qsum[RT];  // with offsets the sums, else kZero times them
+        VI qpair[RT];  // the two groups' activation sums (each within +-32 * 127) as int16 pairs
         for (int t = 0; t < RT; ++t) {
-          const int32_t q = ActivationSum<G>(xq, t0 + t, k0);
-          qsum[t] = Isa::SetI(kOffsets ? q : kZero * q);
+          const uint32_t q0 = static_cast<uint32_t>(ActivationSum<G>(xq, t0 + t, s * 256 + j * G));
+          const uint32_t q1 = static_cast<uint32_t>(ActivationSum<G>(xq, t0 + t, s * 256 + (j + 1) * G));
+          qpair[t] = Isa::SetI(static_cast<int32_t>((q0 & 0xFFFF) | q1 << 16));
         }
         for (int p = 0; p < RP; ++p) {
           for (int v = 0; v < kVecs; ++v) {
-            const VI sc = Isa::LoadI8AsI32(group[p] + v * L);
-            for (int t = 0; t < RT; ++t) {
-              VI x = isum[t][p][v];
-              if constexpr (!kOffsets) x = Isa::SubI(x, qsum[t]);
-              sacc[t][p][v] = Isa::AddI(sacc[t][p][v], Isa::MulI(x, sc));
-            }
-            if constexpr (kOffsets) {
-              const VI m = Isa::LoadU8AsI32(group[p] + kPanelRows + v * L);
-              for (int t = 0; t < RT; ++t) macc[t][p][v] = Isa::AddI(macc[t][p][v], Isa::MulI(m, qsum[t]));
-            }
+            const VI f = Isa::Pairs(group[0][p] + kSumFactors + v * L, group[1][p] + kSumFactors + v * L);
+            for (int t = 0; t < RT; ++t) macc[t][p][v] = Isa::MaddI(macc[t][p][v], f, qpair[t]);
           }
         }
       }
@@ -275,7 +284,9 @@ struct SuperDotKernel : IsaTiles {
           const V d = Isa::Load(header + v * L);
           for (int t = 0; t < RT; ++t) {
             const V dx = Isa::Set1(xq.d(t0 + t)[s]);
-            acc[t][p][v] = Isa::Fma(Isa::ToFloat(sacc[t][p][v]), Isa::Mul(d, dx), acc[t][p][v]);
+            VI x = sacc[t][p][v];
+            if constexpr (!kOffsets) x = Isa::SubI(x, Isa::MulI(macc[t][p][v], Isa::SetI(kZero)));
+            acc[t][p][v] = Isa::Fma(Isa::ToFloat(x), Isa::Mul(d, dx), acc[t][p][v]);
             if constexpr (kOffsets) {
               const V ndmin = Isa::Load(header + kPanelRows + v * L);
               acc[t][p][v] = Isa::Fma(Isa::ToFloat(macc[t][p][v]), Isa::Mul(ndmin, dx), acc[t][p][v]);
