@@ -7,7 +7,7 @@ struct Isa {
   using V = __m256;
   static constexpr int L = 8;
   static constexpr int kTokenTile = 4;
-  static constexpr int kFloatTokenTile = 4;  // 8 accumulators of 16 registers
+  static constexpr int kFloatTokenTile = 6;  // 12 accumulators of 16 registers
   static constexpr int kPanelTile = 1;
   static constexpr int kPanelTileDecode = 2;
   static constexpr int kBf16TokenTile = 2;
