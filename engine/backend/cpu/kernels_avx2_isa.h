@@ -9,7 +9,7 @@ struct Isa {
   static constexpr int kTokenTile = 4;
   static constexpr int kFloatTokenTile = 6;  // 12 accumulators of 16 registers
   static constexpr int kPanelTile = 1;
-  static constexpr int kPanelTileDecode = 2;
+  static constexpr int kPanelTileDecode = 4;
   static constexpr int kBf16TokenTile = 2;
   static constexpr int kBf16PanelTile = 1;
   static V Zero() { return _mm256_setzero_ps(); }
