@@ -19,13 +19,7 @@ BUILD=${2:-$ROOT/build}
 OUT=${OUT:-$ROOT/bench/results/avx2_vs_llamacpp.md}
 TYPES=${TYPES:-F16 Q8_0 Q4_K_M}
 export KVSERVE_ISA=${ISA:-avx2}
-W=$(mktemp -d)
-PID=""
-cleanup() {
-  [[ -n "$PID" ]] && { kill -KILL "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  rm -rf "$W"
-}
-trap cleanup EXIT
+source "$ROOT/bench/serve_lib.sh"
 
 # The serving rows; that script makes the files in $W/models, where the prefill rows find them.
 mkdir "$W/models"
@@ -35,14 +29,7 @@ TYPES="$TYPES" CLIENTS="1 16" OUT="$W/serving.md" MODELS_DIR="$W/models" \
 # kvserve_prefill FILE PORT: tokens/s of a 512-token prompt, from the median of 3 answers with
 # max_tokens 1 (a fresh prompt each time, prefix caching off).
 kvserve_prefill() {
-  "$BUILD/kvserve" serve --model "$1" --threads 2 --host 127.0.0.1 --http-port "$2" --grpc-port -1 \
-    --no-prefix-caching --log-level warn >"$W/server.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 600); do
-    [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$2/v1/models")" == 200 ]] && break
-    kill -0 "$PID" 2>/dev/null || { cat "$W/server.log" >&2; exit 1; }
-    sleep 0.2
-  done
+  kvserve_on "$BUILD" "$1" "$2" --no-prefix-caching
   python3 - "$2" <<'PY'
 import json, random, statistics, sys, time, urllib.request
 url = "http://127.0.0.1:%s/v1/completions" % sys.argv[1]
@@ -56,9 +43,7 @@ for r in range(4):  # the first warms up
     times.append(time.perf_counter() - t)
 print("%.0f" % (512 / statistics.median(times[1:])))
 PY
-  kill -TERM "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
-  PID=""
+  stop
 }
 
 {

@@ -18,13 +18,7 @@ OUT=${OUT:-$ROOT/bench/results/quant_serving.md}
 TYPES=${TYPES:-Q4_K_M Q5_K_M Q6_K Q8_0}
 CLIENTS=${CLIENTS:-1 16}
 LLAMA_REV=${LLAMA_REV:-$("$LLAMA/llama-server" --version 2>&1 | grep -o 'version: .*' | head -1)}
-W=$(mktemp -d)
-PID=""
-cleanup() {
-  [[ -n "$PID" ]] && { kill -KILL "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  rm -rf "$W"
-}
-trap cleanup EXIT
+source "$ROOT/bench/serve_lib.sh"
 
 # The files, in MODELS_DIR when given (made there unless it holds them already, so a calling
 # script can use them too), else in this run's temporary folder.
@@ -40,39 +34,14 @@ for name in $TYPES; do
   esac
 done
 
-# serve WHICH FILE PORT: starts kvserve or llama-server and waits until it answers. Every
-# server gets a port of its own (a closed server's connections may hold its port a while).
-serve() {
-  PORT=$3
-  if [[ $1 == kvserve ]]; then
-    "$BUILD/kvserve" serve --model "$2" --threads 2 --host 127.0.0.1 --http-port $PORT --grpc-port -1 \
-      --log-level warn >"$W/server.log" 2>&1 &
-  else
-    "$LLAMA/llama-server" -m "$2" -np 16 -c 8192 -t 2 -tb 2 --cont-batching --host 127.0.0.1 --port $PORT \
-      >"$W/server.log" 2>&1 &
-  fi
-  PID=$!
-  for _ in $(seq 600); do
-    [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")" == 200 ]] && return 0
-    kill -0 "$PID" 2>/dev/null || { cat "$W/server.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "$1 never answered" >&2
-  exit 1
-}
-stop() {
-  kill -TERM "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
-  PID=""
-}
-# row WHICH FILE CLIENTS PORT: "tok/s ttft_p50_ms"
+# row WHICH FILE CLIENTS PORT: "tok/s ttft_p50_ms" from a fresh kvserve or llama-server.
 row() {
-  serve "$1" "$2" "$4"
-  local n=$(($3 == 1 ? 8 : 48))
-  "$BUILD/kvserve" bench-serve --url "http://127.0.0.1:$PORT" --concurrency "$3" --num-requests $n --max-tokens 128 \
-    --ignore-eos --stream --include-usage --warmup 1 --no-progress --output-json "$W/out.json" >/dev/null
-  stop
-  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; assert s["failed"] == 0, s; print("%.1f %.0f" % (s["output_tokens_per_s"], s["ttft_ms"]["p50"]))' "$W/out.json"
+  if [[ $1 == kvserve ]]; then
+    kvserve_on "$BUILD" "$2" "$4"
+  else
+    serve_on "$4" "$LLAMA/llama-server" -m "$2" -np 16 -c 8192 -t 2 -tb 2 --cont-batching --host 127.0.0.1 --port "$4"
+  fi
+  clients "$BUILD" "$4" "$3"
 }
 
 {
