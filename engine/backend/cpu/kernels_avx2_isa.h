@@ -174,10 +174,7 @@ struct Isa {
   static VS DotS(VS s, VI w, VI x) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, x)); }
   static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1))); }
   // The scale in both int16 halves of its lane: the widening multiplies by it for free.
-  static VI ScaleOf(const uint8_t* p) {
-    const __m128i x = Load8(p);
-    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, x));
-  }
+  static VI ScaleOf(const uint8_t* p) { return Pairs(p, p); }
   static VI WidenBy(VI acc, VS s, VI scale) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, scale)); }
   static VI MaddI(VI acc, VI a, VI b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
   struct Wide {
