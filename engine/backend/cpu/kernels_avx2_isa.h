@@ -156,8 +156,8 @@ struct Isa {
   using VS = VI;
   static constexpr int kShortMax = 2147483647;
   static constexpr int kShortProducts = 4;
-  static VS ZeroS() { return ZeroI(); }
   static VS DotS(VS s, VI w, VI x) { return _mm256_dpbusd_avx_epi32(s, w, x); }
+  static VS MulS(VI w, VI x) { return DotS(ZeroI(), w, x); }
   static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, s); }
   static VI ScaleOf(const uint8_t* p) { return _mm256_cvtepi8_epi32(Load8(p)); }
   static VI WidenBy(VI acc, VS s, VI scale) { return _mm256_add_epi32(acc, _mm256_mullo_epi32(s, scale)); }
@@ -165,13 +165,21 @@ struct Isa {
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
+  static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
 #else
   using VS = __m256i;
   static constexpr int kShortMax = 32767;
   static constexpr int kShortProducts = 2;
-  static VS ZeroS() { return _mm256_setzero_si256(); }
-  static VS DotS(VS s, VI w, VI x) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, x)); }
+  static VS MulS(VI w, VI x) { return _mm256_maddubs_epi16(w, x); }
+  // The product and its add in one asm block: GCC would otherwise reassociate a run's adds
+  // into a tree after all its products, whose results then spill (16 registers): a Q4_K tile
+  // of 4 tokens ran 1.45x slower that way.
+  static VS DotS(VS s, VI w, VI x) {
+    __m256i p;
+    asm("vpmaddubsw %3, %2, %1\n\tvpaddw %1, %0, %0" : "+x"(s), "=&x"(p) : "x"(w), "x"(x));
+    return s;
+  }
   static VI Widen(VI acc, VS s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1))); }
   // The scale in both int16 halves of its lane: the widening multiplies by it for free.
   static VI ScaleOf(const uint8_t* p) { return Pairs(p, p); }
@@ -185,6 +193,7 @@ struct Isa {
     const __m256i s = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
     return {_mm256_abs_epi8(s), s};
   }
+  static VS MulWideS(const Wide& w, VI x) { return MulS(w.abs, _mm256_sign_epi8(x, w.sign)); }
   static VS DotWideS(VS s, const Wide& w, VI x) { return DotS(s, w.abs, _mm256_sign_epi8(x, w.sign)); }
 #endif
   static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }

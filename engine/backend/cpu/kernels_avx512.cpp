@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/ggml_decoders.h"  // kIq4Values

@@ -149,8 +149,8 @@ struct Isa {
   using VS = VI;
   static constexpr int kShortMax = 2147483647;
   static constexpr int kShortProducts = 4;
-  static VS ZeroS() { return ZeroI(); }
   static VS DotS(VS s, VI w, VI x) { return _mm512_dpbusd_epi32(s, w, x); }
+  static VS MulS(VI w, VI x) { return DotS(ZeroI(), w, x); }
   static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, s); }
   static VI ScaleOf(const uint8_t* p) { return _mm512_cvtepi8_epi32(Load16(p)); }
   static VI WidenBy(VI acc, VS s, VI scale) { return _mm512_add_epi32(acc, _mm512_mullo_epi32(s, scale)); }
@@ -158,6 +158,7 @@ struct Isa {
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
+  static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
 #else
   // vpmaddubsw in int16 runs, and the sign trick for byte codes (kernels_avx2.cpp): |w - 128|
@@ -165,8 +166,8 @@ struct Isa {
   using VS = VI;
   static constexpr int kShortMax = 32767;
   static constexpr int kShortProducts = 2;
-  static VS ZeroS() { return ZeroI(); }
-  static VS DotS(VS s, VI w, VI x) { return _mm512_add_epi16(s, _mm512_maddubs_epi16(w, x)); }
+  static VS MulS(VI w, VI x) { return _mm512_maddubs_epi16(w, x); }
+  static VS DotS(VS s, VI w, VI x) { return _mm512_add_epi16(s, MulS(w, x)); }
   static VI Widen(VI acc, VS s) { return _mm512_add_epi32(acc, _mm512_madd_epi16(s, _mm512_set1_epi16(1))); }
   // The scale in both int16 halves of its lane: the widening multiplies by it for free.
   static VI ScaleOf(const uint8_t* p) { return Pairs(p, p); }
@@ -181,9 +182,9 @@ struct Isa {
     const __m512i s = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
     return {_mm512_abs_epi8(s), _mm512_movepi8_mask(s)};
   }
-  static VS DotWideS(VS s, const Wide& w, VI x) {
-    return DotS(s, w.abs, _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x));
-  }
+  static VI SignedBy(const Wide& w, VI x) { return _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x); }
+  static VS MulWideS(const Wide& w, VI x) { return MulS(w.abs, SignedBy(w, x)); }
+  static VS DotWideS(VS s, const Wide& w, VI x) { return DotS(s, w.abs, SignedBy(w, x)); }
 #endif
 
   static V ToFloat(VI v) { return _mm512_cvtepi32_ps(v); }

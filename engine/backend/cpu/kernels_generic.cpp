@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
@@ -127,7 +128,6 @@ struct Isa {
   using VS = VI;
   static constexpr int kShortMax = 2147483647;
   static constexpr int kShortProducts = 4;
-  static VS ZeroS() { return 0; }
   static VS DotS(VS s, VI w, VI x) {
     for (int j = 0; j < 4; ++j) {
       s += static_cast<int32_t>((static_cast<uint32_t>(w) >> (8 * j)) & 0xFF) *
@@ -135,12 +135,14 @@ struct Isa {
     }
     return s;
   }
+  static VS MulS(VI w, VI x) { return DotS(0, w, x); }
   static VI Widen(VI acc, VS s) { return acc + s; }
   static VI ScaleOf(const uint8_t* p) { return static_cast<int8_t>(*p); }
   static VI WidenBy(VI acc, VS s, VI scale) { return acc + s * scale; }
   using Wide = VI;
   static constexpr int kWideOffset = 0;
   static Wide PrepareWide(VI w) { return w; }
+  static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
   static V ToFloat(VI v) { return static_cast<float>(v); }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.

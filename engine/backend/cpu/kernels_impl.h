@@ -30,10 +30,11 @@
 //                                 // times 16 into the bytes v * 4L + i of both fields
 //   using VS;                     // short sums: per lane kShortProducts products of bytes
 //   static constexpr int kShortMax, kShortProducts;  // a VS lane holds sums up to kShortMax
-//   VS ZeroS(); VS DotS(VS s, VI w, VI x);  // s += u8 w_j * s8 x_j, kShortProducts per lane
+//   VS MulS(VI w, VI x);          // u8 w_j * s8 x_j summed kShortProducts per lane
+//   VS DotS(VS s, VI w, VI x);    // s + MulS(w, x)
 //   VI Widen(VI acc, VS s);       // acc += s, per L-lane int32 sums of 4 columns
 //   VI ScaleOf(const uint8_t*); VI WidenBy(VI acc, VS s, VI scale);  // acc += s * (int8 scale)
-//   using Wide; Wide PrepareWide(VI w); VS DotWideS(VS s, Wide w, VI x);
+//   using Wide; Wide PrepareWide(VI w); VS MulWideS(Wide w, VI x); VS DotWideS(VS s, Wide w, VI x);
 //   static constexpr int kWideOffset;  // for any byte w: s += (w_j - kWideOffset) * x_j, w
 //                                 // prepared once per tile and used for every token of it
 //   V ToFloat(VI);
