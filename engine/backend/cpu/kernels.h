@@ -80,8 +80,9 @@ inline constexpr int kNumMatMulKinds = 21;
 // the sums of q per 16 columns. The same bits on every CPU.
 class QuantizedActivations {
  public:
-  // REQUIRES: block is 32 or 256, cols % block == 0.
-  void Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block);
+  // REQUIRES: block is 32 or 256, cols % block == 0. Up to `threads` OpenMP threads share the
+  // tokens of a large batch.
+  void Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block, int threads = 1);
   int block() const { return block_; }
   const int8_t* q(int t) const { return q_.data() + t * cols_; }
   const float* d(int t) const { return d_.data() + t * (cols_ / block_); }

@@ -3,6 +3,7 @@
 // quantization to int8. Both run once per matrix (packing) or per product (activations) in
 // portable C++, so every kernel table reads the same bits.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -255,7 +256,8 @@ int PackedMatrix::activation_block() const {
   return GetGgmlTypeInfo(static_cast<uint32_t>(type_))->block_values == 256 ? 256 : 32;
 }
 
-void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block) {
+void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block,
+                                    int threads) {
   CHECK((block == 32 || block == 256) && cols % block == 0) << "integer-dot activations: " << cols << " / " << block;
   cols_ = cols;
   block_ = block;
@@ -265,14 +267,24 @@ void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens,
   if (sums_.size() < n / 16) sums_.resize(n / 16);
   // Adding and subtracting 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer, ties to even.
   constexpr float kRound = 12582912.0f;
+  const int64_t blocks = cols / block;
+  // Tokens are independent: a prompt's split across the threads, with the same bits.
+#pragma omp parallel for schedule(static) if (threads > 1 && num_tokens * cols >= (1 << 16)) num_threads(threads)
   for (int t = 0; t < num_tokens; ++t) {
-    for (int64_t b = 0; b < cols / block; ++b) {
+    for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + t * ldx + b * block;
-      float amax = 0.0f, max = 0.0f;
-      bool finite = true;
-      for (int j = 0; j < block; ++j) {
-        if (std::fabs(src[j]) > amax) amax = std::fabs(src[j]), max = src[j];
-        finite = finite && std::isfinite(src[j]);
+      // |x| as bits orders like |x| (NaN and infinity above every finite value), and its max
+      // reduces in vector registers; m is then the first value of that magnitude.
+      uint32_t abits = 0;
+      for (int j = 0; j < block; ++j) abits = std::max(abits, std::bit_cast<uint32_t>(src[j]) & 0x7FFFFFFFu);
+      const bool finite = abits < 0x7F800000u;
+      const float amax = std::bit_cast<float>(abits);
+      float max = 0.0f;
+      for (int j = 0; j < block && finite && amax > 0.0f; ++j) {
+        if (std::fabs(src[j]) == amax) {
+          max = src[j];
+          break;
+        }
       }
       // Q8_0's and Q8_K's formulas (ggml's reference quantizers).
       float d, id;
@@ -284,11 +296,13 @@ void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens,
         d = id != 0.0f ? 1.0f / id : 0.0f;
       }
       if (!finite) id = 0.0f, d = NAN;  // a non-finite input makes the products NaN
-      d_[t * (cols / block) + b] = d;
+      d_[t * blocks + b] = d;
       int8_t* q = q_.data() + t * cols + b * block;
       // A non-finite block stores zeros (converting its NaN products to int8 would be undefined).
-      for (int j = 0; j < block; ++j) {
-        q[j] = finite ? static_cast<int8_t>(std::min((src[j] * id + kRound) - kRound, 127.0f)) : int8_t{0};
+      if (finite) {
+        for (int j = 0; j < block; ++j) q[j] = static_cast<int8_t>(std::min((src[j] * id + kRound) - kRound, 127.0f));
+      } else {
+        std::fill(q, q + block, int8_t{0});
       }
       for (int s = 0; s < block / 16; ++s) {
         int32_t sum = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -29,6 +30,20 @@ std::vector<GgmlType> QuantizedTypes() {
 
 class QuantizedActivationsTest : public ::testing::TestWithParam<int> {};
 
+TEST_P(QuantizedActivationsTest, ThreadsGiveTheSameBits) {
+  const int block = GetParam(), tokens = 64;
+  const int64_t cols = 1024;  // 64 x 1024 values: enough for Quantize to use its threads
+  const std::vector<float> x = Random(tokens * cols, 5);
+  QuantizedActivations one, two;
+  one.Quantize(x.data(), cols, tokens, cols, block);
+  two.Quantize(x.data(), cols, tokens, cols, block, 2);
+  for (int t = 0; t < tokens; ++t) {
+    ASSERT_EQ(std::memcmp(one.q(t), two.q(t), cols), 0) << t;
+    ASSERT_EQ(std::memcmp(one.d(t), two.d(t), cols / block * sizeof(float)), 0) << t;
+    ASSERT_EQ(std::memcmp(one.sums(t), two.sums(t), cols / 16 * sizeof(int32_t)), 0) << t;
+  }
+}
+
 TEST_P(QuantizedActivationsTest, RoundsEachBlockToItsScale) {
   const int block = GetParam();
   const int64_t cols = 3 * block;
@@ -36,6 +51,8 @@ TEST_P(QuantizedActivationsTest, RoundsEachBlockToItsScale) {
   for (int j = block; j < 2 * block; ++j) x[j] = 0.0f;                // token 0, block 1: all zero
   x[cols + 2 * block + 6] = std::numeric_limits<float>::quiet_NaN();  // token 1, block 2: a NaN
   x[cols + 5] = 1e-42f;                                               // a subnormal beside normal values
+  x[2 * block + 3] = -9.0f;  // token 0, block 2: the largest magnitude twice, the first negative
+  x[2 * block + 9] = 9.0f;   // (Q8_K divides by the first: it maps to -127)
   QuantizedActivations xq;
   xq.Quantize(x.data(), cols, 2, cols, block);
   ASSERT_EQ(xq.block(), block);
