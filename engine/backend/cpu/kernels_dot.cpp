@@ -275,8 +275,13 @@ void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens,
       const float* src = x + t * ldx + b * block;
       // |x| as bits orders like |x| (NaN and infinity above every finite value), and its max
       // reduces in vector registers; m is then the first value of that magnitude.
+      // (16 lanes: independent chains, not one compare-select chain through every value.)
+      int32_t lanes[16] = {};
+      for (int j = 0; j < block; j += 16) {
+        for (int i = 0; i < 16; ++i) lanes[i] = std::max(lanes[i], std::bit_cast<int32_t>(src[j + i]) & 0x7FFFFFFF);
+      }
       uint32_t abits = 0;
-      for (int j = 0; j < block; ++j) abits = std::max(abits, std::bit_cast<uint32_t>(src[j]) & 0x7FFFFFFFu);
+      for (int i = 0; i < 16; ++i) abits = std::max(abits, static_cast<uint32_t>(lanes[i]));
       const bool finite = abits < 0x7F800000u;
       const float amax = std::bit_cast<float>(abits);
       float max = 0.0f;
