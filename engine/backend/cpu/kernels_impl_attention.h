@@ -116,17 +116,17 @@ struct QuantRowsAt {
 
 // scores[r] = dot(q, row r) for the m <= L rows of `at`, head_dim = C * L: per row a vector of
 // partial sums (unrolled, q in registers), then one transposing reduction for all of them.
+// (q is loaded where it is used: an array of its vectors was copied as a block through 16-byte
+// moves, then read back 32 bytes at a time, and every read waited on the failed forwarding.)
 template <int C, class Rows>
 inline void KvDotRowsFixed(const float* q, const Rows& at, int m, float* scores) {
   V acc[L];
-  V qv[C];
-  for (int c = 0; c < C; ++c) qv[c] = Isa::Load(q + c * L);
 #pragma GCC unroll 16
   for (int r = 0; r < L; ++r) {
     V a = Isa::Zero();
     if (r < m) {
       const auto row = at.row(r);
-      for (int c = 0; c < C; ++c) a = Isa::Fma(qv[c], row(c), a);
+      for (int c = 0; c < C; ++c) a = Isa::Fma(Isa::Load(q + c * L), row(c), a);
     }
     acc[r] = a;
   }
@@ -168,29 +168,37 @@ void KvDot(const float* q, const KvRows& rows, int head_dim, float* scores) {
 }
 
 // acc += sum_j p[j] * row j for the n rows of `at`, C * L values each: even and odd rows
-// accumulate apart (2C independent chains in registers), then add.
+// accumulate apart (independent chains in registers), then add. At most kAxpyVecs vectors of
+// acc at a time, so the 2 * kAxpyVecs chains stay in registers (AVX2 has 16: with head dim 64
+// all 16 chains at once spilled); each value's arithmetic is the same either way.
+inline constexpr int kAxpyVecs = L == 8 ? 4 : 8;
+
 template <int C, class Rows>
 inline void KvAxpyRowsFixed(const float* p, const Rows& at, int n, float* acc) {
-  V even[C], odd[C];
-  for (int c = 0; c < C; ++c) {
-    even[c] = Isa::Load(acc + c * L);
-    odd[c] = Isa::Zero();
-  }
-  int j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const V pe = Isa::Set1(p[j]), po = Isa::Set1(p[j + 1]);
-    const auto re = at.row(j), ro = at.row(j + 1);
-    for (int c = 0; c < C; ++c) {
-      even[c] = Isa::Fma(pe, re(c), even[c]);
-      odd[c] = Isa::Fma(po, ro(c), odd[c]);
+  constexpr int kPart = C < kAxpyVecs ? C : kAxpyVecs;
+  static_assert(C % kPart == 0);
+  for (int c0 = 0; c0 < C; c0 += kPart) {
+    V even[kPart], odd[kPart];
+    for (int c = 0; c < kPart; ++c) {
+      even[c] = Isa::Load(acc + (c0 + c) * L);
+      odd[c] = Isa::Zero();
     }
+    int j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const V pe = Isa::Set1(p[j]), po = Isa::Set1(p[j + 1]);
+      const auto re = at.row(j), ro = at.row(j + 1);
+      for (int c = 0; c < kPart; ++c) {
+        even[c] = Isa::Fma(pe, re(c0 + c), even[c]);
+        odd[c] = Isa::Fma(po, ro(c0 + c), odd[c]);
+      }
+    }
+    if (j < n) {
+      const V pe = Isa::Set1(p[j]);
+      const auto re = at.row(j);
+      for (int c = 0; c < kPart; ++c) even[c] = Isa::Fma(pe, re(c0 + c), even[c]);
+    }
+    for (int c = 0; c < kPart; ++c) Isa::Store(acc + (c0 + c) * L, Isa::Add(even[c], odd[c]));
   }
-  if (j < n) {
-    const V pe = Isa::Set1(p[j]);
-    const auto re = at.row(j);
-    for (int c = 0; c < C; ++c) even[c] = Isa::Fma(pe, re(c), even[c]);
-  }
-  for (int c = 0; c < C; ++c) Isa::Store(acc + c * L, Isa::Add(even[c], odd[c]));
 }
 
 template <KvDtype D>
