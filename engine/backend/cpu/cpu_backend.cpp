@@ -292,8 +292,11 @@ void CpuBackend::StoreKv(const ForwardBatch& b, int layer) {
         uint8_t* seg = block + s.segment_offset(layer, kind, h);
         const float* src = (kind == 0 ? k_.data() : v_.data()) + static_cast<size_t>(t) * config_.kv_dim() + h * hd;
         if (kind == 0 && KeysPerChannel(d)) {  // staged; encoded when the block is full
-          uint16_t* row = staging_->rows(static_cast<int32_t>(slot / bs), layer, h) + offset * hd;
-          for (int i = 0; i < hd; ++i) row[i] = F32ToF16(src[i]);
+          kernels_->to_f16(src, hd, staging_->rows(static_cast<int32_t>(slot / bs), layer, h) + offset * hd);
+          continue;
+        }
+        if (d == KvDtype::kF16) {  // EncodeKvRow's bits, in vector registers
+          kernels_->to_f16(src, hd, reinterpret_cast<uint16_t*>(seg + offset * row_bytes));
           continue;
         }
         uint16_t* scales = reinterpret_cast<uint16_t*>(seg + s.scales_offset(layer, h)) + offset * s.params_per_row();

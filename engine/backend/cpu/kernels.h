@@ -202,6 +202,8 @@ struct KernelTable {
   float (*exp_sub_sum)(float* scores, int n, float max);
   // The largest of x[0..n), n >= 1 (-inf when all are).
   float (*max)(const float* x, int n);
+  // out[i] = x[i] in F16, rounded to nearest even: F32ToF16's bits (a NaN stays a NaN).
+  void (*to_f16)(const float* x, int n, uint16_t* out);
 };
 
 // The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k, and

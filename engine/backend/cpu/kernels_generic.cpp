@@ -26,6 +26,7 @@ struct Isa {
   static V Load(const float* p) { return *p; }
   static void Store(float* p, V v) { *p = v; }
   static V LoadF16(const uint16_t* p) { return F16ToF32(*p); }
+  static void StoreF16(uint16_t* p, V v) { *p = F32ToF16(v); }
   static V LoadBf16(const uint16_t* p) { return Bf16ToF32(*p); }
   static V LoadI8(const int8_t* p) { return static_cast<float>(*p); }
   static V LoadU4Lo(const uint8_t* p) { return static_cast<float>((*p & 0xF) - 8); }

@@ -6,6 +6,7 @@
 //   static constexpr int kTokenTile, kFloatTokenTile, kPanelTile, kPanelTileDecode;  // register tile shapes
 //   V Zero(); V Set1(float); V Load(const float*); void Store(float*, V);
 //   V LoadF16(const uint16_t*); V LoadBf16(const uint16_t*); V LoadI8(const int8_t*);
+//   void StoreF16(uint16_t*, V);  // L values rounded to F16, nearest even
 //   V LoadU4Lo(const uint8_t*), LoadU4Hi(const uint8_t*);  // (nibble - 8) of L bytes
 //   V Fma(V a, V b, V c) /* a*b + c */; V Mul(V, V); float Reduce(V); float F16(uint16_t);
 //   V LoadN/LoadF16N/LoadBf16N/LoadI8N(p, n), void StoreN(p, V, n)  // first n < L lanes, rest 0
@@ -472,5 +473,6 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.kv_decode_channel = &KvDecodeChannel;
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;
+  t.to_f16 = &ToF16;
   return t;
 }

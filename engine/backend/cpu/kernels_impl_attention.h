@@ -54,6 +54,16 @@ inline float MaxOf(const float* x, int n) {
   return out;
 }
 
+inline void ToF16(const float* x, int n, uint16_t* out) {
+  int i = 0;
+  for (; i + L <= n; i += L) Isa::StoreF16(out + i, Isa::Load(x + i));
+  if (i < n) {
+    alignas(64) uint16_t buf[L];
+    Isa::StoreF16(buf, Isa::LoadN(x + i, n - i));
+    std::memcpy(out + i, buf, sizeof(uint16_t) * (n - i));
+  }
+}
+
 inline float ExpSubSum(float* s, int n, float max) {
   const V neg_max = Isa::Set1(-max);
   V total = Isa::Zero();

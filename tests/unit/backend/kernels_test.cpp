@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/kv_codec.h"
+#include "common/fp16.h"
 #include "tests/unit/backend/kernels_test_util.h"
 
 namespace kvserve::cpu {
@@ -291,6 +292,28 @@ TEST_P(KernelsTest, ExpSubSumMatchesExpfAndZeroesMaskedScores) {
   }
   const float all_masked[3] = {-INFINITY, -INFINITY, -INFINITY};
   EXPECT_EQ(table->max(all_masked, 3), -INFINITY);
+}
+
+TEST_P(KernelsTest, ToF16GivesF32ToF16sBits) {
+  const KernelTable* table = KernelsFor(GetParam());
+  std::vector<float> x = Random(1000, 9);
+  for (float& v : x) v *= 70000.0f;  // past F16's largest (65504): overflow to infinity included
+  // Ties at both ends of F16's range, subnormal results, signed zeros, infinities.
+  const float special[] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 0x1p-24f, 0x1p-25f, 3 * 0x1p-26f, 1e-10f,
+                           -0.0f, 0.0f, 65504.0f, 65520.0f, 65519.0f, INFINITY, -INFINITY, -0x1.8p-20f};
+  x.insert(x.begin(), std::begin(special), std::end(special));
+  x.push_back(NAN);
+  for (int n : {static_cast<int>(x.size()), 13, 5}) {  // full vectors and tails
+    std::vector<uint16_t> got(n);
+    table->to_f16(x.data(), n, got.data());
+    for (int i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(F16ToF32(got[i]))) << GetParam();
+      } else {
+        ASSERT_EQ(got[i], F32ToF16(x[i])) << GetParam() << " x " << x[i];
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, KernelsTest, ::testing::ValuesIn(AvailableIsas()),
