@@ -204,6 +204,9 @@ struct KernelTable {
   float (*max)(const float* x, int n);
   // out[i] = x[i] in F16, rounded to nearest even: F32ToF16's bits (a NaN stays a NaN).
   void (*to_f16)(const float* x, int n, uint16_t* out);
+  // gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g) (e^-|g| within 1e-6 relative,
+  // as exp_sub_sum's).
+  void (*silu_mul)(float* gate, const float* up, int64_t n);
 };
 
 // The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k, and

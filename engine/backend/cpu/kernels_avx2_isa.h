@@ -76,6 +76,8 @@ struct Isa {
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
   static V Add(V a, V b) { return _mm256_add_ps(a, b); }
   static V Max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V Div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V IfNonNegative(V x, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, Zero(), _CMP_GE_OQ)); }
   static float ReduceMax(V v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));

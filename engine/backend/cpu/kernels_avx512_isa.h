@@ -59,6 +59,8 @@ struct Isa {
   static float F16(uint16_t h) { return _cvtsh_ss(h); }
   static V Add(V a, V b) { return _mm512_add_ps(a, b); }
   static V Max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V Div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V IfNonNegative(V x, V a, V b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, Zero(), _CMP_GE_OQ), b, a); }
   static float ReduceMax(V v) { return _mm512_reduce_max_ps(v); }
   static V RoundNearest(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V Scale2(V y, V n) { return _mm512_scalef_ps(y, n); }

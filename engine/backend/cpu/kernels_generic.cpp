@@ -63,6 +63,8 @@ struct Isa {
   static float F16(uint16_t h) { return F16ToF32(h); }
   static V Add(V a, V b) { return a + b; }
   static V Max(V a, V b) { return a > b ? a : b; }
+  static V Div(V a, V b) { return a / b; }
+  static V IfNonNegative(V x, V a, V b) { return x >= 0.0f ? a : b; }
   static float ReduceMax(V v) { return v; }
   static V RoundNearest(V x) { return std::nearbyint(x); }
   static V Scale2(V y, V n) { return std::ldexp(y, static_cast<int>(n)); }

@@ -14,7 +14,8 @@
 //   VP LoadPairs(const uint16_t*); VP SetPair(const uint16_t*);  // 2L values; one pair to all
 //   V DotPairs(V acc, VP w, VP x);  // per lane: acc += w1 * x1, then acc += w0 * x0 (vdpbf16ps)
 //   static constexpr int kBf16TokenTile, kBf16PanelTile;
-//   V Add(V, V); V Max(V, V); float ReduceMax(V); V RoundNearest(V);
+//   V Add(V, V); V Max(V, V); float ReduceMax(V); V RoundNearest(V); V Div(V, V);
+//   V IfNonNegative(V x, V a, V b);  // per lane: x >= 0 ? a : b
 //   V Scale2(V y, V n);             // y * 2^n for integer-valued n in [-126, 127]
 //   V ZeroWhereLess(V y, V x, float bound);  // lanes where !(x >= bound) become 0
 //   V ReduceRows(const V (&rows)[L]);  // lane r = the sum of rows[r]'s lanes
@@ -474,5 +475,6 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.exp_sub_sum = &ExpSubSum;
   t.max = &MaxOf;
   t.to_f16 = &ToF16;
+  t.silu_mul = &SiluMul;
   return t;
 }

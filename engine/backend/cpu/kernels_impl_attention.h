@@ -54,6 +54,24 @@ inline float MaxOf(const float* x, int n) {
   return out;
 }
 
+// silu(g) * u = g * sigmoid(g) * u, sigmoid(g) = 1 / (1 + t) for g >= 0, t / (1 + t) below,
+// with t = e^-|g| <= 1 (ExpNonPositive; no overflow for any g).
+inline V SiluMulV(V g, V u) {
+  const V neg_abs = Isa::Mul(Isa::Max(g, Isa::Mul(g, Isa::Set1(-1.0f))), Isa::Set1(-1.0f));
+  const V t = ExpNonPositive(neg_abs);
+  const V sigmoid = Isa::Div(Isa::IfNonNegative(g, Isa::Set1(1.0f), t), Isa::Add(Isa::Set1(1.0f), t));
+  return Isa::Mul(Isa::Mul(g, sigmoid), u);
+}
+
+inline void SiluMul(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + L <= n; i += L) Isa::Store(gate + i, SiluMulV(Isa::Load(gate + i), Isa::Load(up + i)));
+  if (i < n) {
+    const int m = static_cast<int>(n - i);
+    Isa::StoreN(gate + i, SiluMulV(Isa::LoadN(gate + i, m), Isa::LoadN(up + i, m)), m);
+  }
+}
+
 inline void ToF16(const float* x, int n, uint16_t* out) {
   int i = 0;
   for (; i + L <= n; i += L) Isa::StoreF16(out + i, Isa::Load(x + i));

@@ -294,6 +294,27 @@ TEST_P(KernelsTest, ExpSubSumMatchesExpfAndZeroesMaskedScores) {
   EXPECT_EQ(table->max(all_masked, 3), -INFINITY);
 }
 
+TEST_P(KernelsTest, SiluMulMatchesTheDoubleFormula) {
+  const KernelTable* table = KernelsFor(GetParam());
+  for (int n : {1, 7, 16, 37, 300}) {
+    std::vector<float> gate = Random(n, 10), up = Random(n, 11);
+    for (float& g : gate) g *= 40.0f;  // e^-40 .. e^40: both branches, far from 0
+    if (n > 2) gate[1] = 0.0f, gate[2] = -0.0f;
+    const std::vector<float> g0 = gate;
+    table->silu_mul(gate.data(), up.data(), n);
+    for (int i = 0; i < n; ++i) {
+      const double g = g0[i], want = g / (1.0 + std::exp(-g)) * up[i];
+      // Within 2e-6 relative (the exponential's 1e-6 and a few roundings).
+      ASSERT_NEAR(gate[i], want, 2e-6 * std::fabs(want) + 1e-30) << GetParam() << " g " << g;
+    }
+  }
+  float nan_gate = NAN, inf_gate = INFINITY, one = 1.0f;
+  table->silu_mul(&nan_gate, &one, 1);
+  table->silu_mul(&inf_gate, &one, 1);
+  EXPECT_TRUE(std::isnan(nan_gate));
+  EXPECT_EQ(inf_gate, INFINITY);
+}
+
 TEST_P(KernelsTest, ToF16GivesF32ToF16sBits) {
   const KernelTable* table = KernelsFor(GetParam());
   std::vector<float> x = Random(1000, 9);
