@@ -114,6 +114,9 @@ class PackedMatrix {
   // panels need 256).
   bool takes_int8() const { return kind_ >= kFirstDotKind; }
   int activation_block() const;
+  // Q8_0 panels none of whose values is -128 (llama.cpp's quantizer never writes it): a
+  // product may then take the signs from the activations (Isa::kActivationSign).
+  bool codes_symmetric() const { return codes_symmetric_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   int64_t num_panels() const { return num_panels_; }
@@ -131,6 +134,7 @@ class PackedMatrix {
   int64_t cols_ = 0;
   int64_t num_panels_ = 0;
   size_t panel_bytes_ = 0;
+  bool codes_symmetric_ = false;
   std::unique_ptr<uint8_t, Free> data_;
 };
 

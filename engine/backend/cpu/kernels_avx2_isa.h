@@ -172,6 +172,7 @@ struct Isa {
   static Wide PrepareWide(VI w) { return w; }
   static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
+  static constexpr bool kActivationSign = false;
 #else
   using VS = __m256i;
   static constexpr int kShortMax = 32767;
@@ -200,6 +201,13 @@ struct Isa {
   }
   static VS MulWideS(const Wide& w, VI x) { return MulS(w.abs, _mm256_sign_epi8(x, w.sign)); }
   static VS DotWideS(VS s, const Wide& w, VI x) { return DotS(s, w.abs, _mm256_sign_epi8(x, w.sign)); }
+  // One token's products where no code is 0 (w - 128 within +-127: PackedMatrix::
+  // codes_symmetric): |x| times w - 128 with x's sign. |x| serves every weight vector, so each
+  // takes a sign, not an abs and a sign (the weights are used once).
+  static constexpr bool kActivationSign = true;
+  static VI AbsBytes(VI x) { return _mm256_abs_epi8(x); }
+  static VS MulActS(const Wide& w, VI x, VI absx) { return MulS(absx, _mm256_sign_epi8(w.sign, x)); }
+  static VS DotActS(VS s, const Wide& w, VI x, VI absx) { return DotS(s, absx, _mm256_sign_epi8(w.sign, x)); }
 #endif
   static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as

@@ -165,6 +165,7 @@ struct Isa {
   static Wide PrepareWide(VI w) { return w; }
   static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
+  static constexpr bool kActivationSign = false;
 #else
   // vpmaddubsw in int16 runs, and the sign trick for byte codes (kernels_avx2.cpp): |w - 128|
   // times x negated where w < 128.
@@ -190,6 +191,7 @@ struct Isa {
   static VI SignedBy(const Wide& w, VI x) { return _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x); }
   static VS MulWideS(const Wide& w, VI x) { return MulS(w.abs, SignedBy(w, x)); }
   static VS DotWideS(VS s, const Wide& w, VI x) { return DotS(s, w.abs, SignedBy(w, x)); }
+  static constexpr bool kActivationSign = false;  // no vpsignb in AVX-512
 #endif
 
   static V ToFloat(VI v) { return _mm512_cvtepi32_ps(v); }

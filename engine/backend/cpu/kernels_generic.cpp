@@ -147,6 +147,7 @@ struct Isa {
   static Wide PrepareWide(VI w) { return w; }
   static VS MulWideS(Wide w, VI x) { return MulS(w, x); }
   static VS DotWideS(VS s, Wide w, VI x) { return DotS(s, w, x); }
+  static constexpr bool kActivationSign = false;
   static V ToFloat(VI v) { return static_cast<float>(v); }
   // BF16 pairs as 32-bit words: value 2i in the low half, 2i + 1 in the high half.
   using VP = uint32_t;

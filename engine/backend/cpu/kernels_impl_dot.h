@@ -9,6 +9,13 @@ inline void Unrolled(F&& f) {
       std::make_integer_sequence<int, N>{});
 }
 
+// Isa as a type that depends on B, so calls to what only some tables define (Isa::MulActS)
+// are checked only where a branch on B keeps them.
+template <bool B>
+struct IsaIf {
+  using T = Isa;
+};
+
 // The IQ4 codebook moved to unsigned bytes (value + 128), as IQ4 nibbles look it up.
 struct Iq4Book {
   uint8_t v[16];
@@ -108,12 +115,15 @@ struct DotCodes {
   // the others add to them (Isa::DotS), its last widens the sums. A run longer than kMaxUnroll
   // chunks (a whole group of byte codes with VNNI) goes in blocks of one chunk, widened after
   // the last. (Unrolling all 8 chunks of a byte-code group made Q8_0 up to 1.6x slower.)
-  template <int RT, int RP, bool kScaled = false>
+  // kActSign: wide codes times activations with their signs moved onto the codes
+  // (Isa::kActivationSign; REQUIRES no code 0).
+  template <int RT, int RP, bool kScaled = false, bool kActSign = false>
   static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
                    VI (&isum)[RT][RP][kVecs], const VI (*scale)[kVecs] = nullptr) {
     constexpr int kMaxUnroll = 4;
     constexpr int kBlock = kRunChunks <= kMaxUnroll ? kRunChunks : 1;  // chunks unrolled together
     constexpr bool kWholeRuns = kBlock == kRunChunks;                    // a run ends in its block
+    using ActIsa = typename IsaIf<kActSign>::T;
     VS ssum[RT][RP][kVecs];  // the current run's short sums
     const auto widen = [&](int t, int p, int v) {
       if constexpr (kScaled) {
@@ -134,10 +144,16 @@ struct DotCodes {
           constexpr bool kLast = kWholeRuns && (step + 1) % kRunSteps == 0;
           for (int t = 0; t < RT; ++t) {
             const VI xb = Isa::Set4(xq.q(t0 + t) + k0 + c * kChunkCols + 4 * h);
+            [[maybe_unused]] VI xa;
+            if constexpr (kActSign) xa = ActIsa::AbsBytes(xb);
             for (int p = 0; p < RP; ++p) {
               for (int v = 0; v < kVecs; ++v) {
                 VS& ss = ssum[t][p][v];
-                if constexpr (kFirst && kWide) {
+                if constexpr (kFirst && kActSign) {
+                  ss = ActIsa::MulActS(w[p][v][h], xb, xa);
+                } else if constexpr (kActSign) {
+                  ss = ActIsa::DotActS(ss, w[p][v][h], xb, xa);
+                } else if constexpr (kFirst && kWide) {
                   ss = Isa::MulWideS(w[p][v][h], xb);
                 } else if constexpr (kFirst) {
                   ss = Isa::MulS(w[p][v][h], xb);
@@ -195,6 +211,15 @@ struct DotKernel : IsaTiles {
 
   template <int RT, int RP>
   static void Tile(const MatMulArgs& a, int t0, int64_t p0) {
+    if constexpr (RT == 1 && kBits == 8 && Isa::kActivationSign) {
+      if (a.w->codes_symmetric()) return SignedTile<RT, RP, true>(a, t0, p0);
+    }
+    SignedTile<RT, RP, false>(a, t0, p0);
+  }
+
+  // kActSign: the single-token byte-code products with the activations' signs (Isa::MulActS).
+  template <int RT, int RP, bool kActSign>
+  static void SignedTile(const MatMulArgs& a, int t0, int64_t p0) {
     const QuantizedActivations& xq = *a.xq;
     const int64_t groups = a.w->cols() / G;
     const uint8_t* panels[RP];
@@ -207,7 +232,7 @@ struct DotKernel : IsaTiles {
       for (int t = 0; t < RT; ++t)
         for (int p = 0; p < RP; ++p)
           for (int v = 0; v < kVecs; ++v) isum[t][p][v] = Isa::ZeroI();
-      Codes::template Sums<RT, RP>(xq, t0, g * G, codes, isum);
+      Codes::template Sums<RT, RP, false, kActSign>(xq, t0, g * G, codes, isum);
       V dx[RT], dsum[RT];
       VI zsum[RT];
       for (int t = 0; t < RT; ++t) {

@@ -201,6 +201,35 @@ TEST(Int8KernelsTest, EveryVectorTableGivesTheSameBits) {
   }
 }
 
+TEST_P(Int8KernelsTest, Q8CodesOfMinus128KeepOneTokensBits) {
+  // One token may take the signs from the activations (AVX2), exact only without the code
+  // -128, which llama.cpp never writes but a file may hold: such a matrix is flagged at
+  // packing and its token gets the bits it gets in a batch either way.
+  const KernelTable* table = KernelsFor(GetParam());
+  const int64_t rows = 21, cols = 256;
+  for (bool minus128 : {false, true}) {
+    EncodedMatrix m = Encode(GgmlType::kQ8_0, Random(rows * cols, 12), rows, cols);
+    if (minus128) {
+      for (int64_t r = 0; r < rows; r += 4) reinterpret_cast<BlockQ8_0*>(m.bytes.data() + r * m.w.row_bytes)[1].qs[r % 32] = -128;
+    }
+    const PackedMatrix packed(m.w, ComputeDtype::kInt8);
+    EXPECT_EQ(packed.codes_symmetric(), !minus128);
+    const std::vector<float> x = Random(2 * cols, 13);
+    QuantizedActivations xq;
+    xq.Quantize(x.data(), cols, 2, cols, packed.activation_block());
+    std::vector<float> one(rows), two(2 * rows);
+    MatMulArgs a{&packed, x.data(), cols, 1, one.data(), rows};
+    a.xq = &xq;
+    table->matmul[packed.kind()](a, 0, packed.num_panels());
+    a.num_tokens = 2;
+    a.y = two.data();
+    table->matmul[packed.kind()](a, 0, packed.num_panels());
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(BitsFromF32(one[r]), BitsFromF32(two[r])) << GetParam() << " -128: " << minus128 << " row " << r;
+    }
+  }
+}
+
 TEST(Int8KernelsTest, PanelsTakeTheStatedBytesPerWeight) {
   const int64_t rows = 64, cols = 1024;
   const struct {
