@@ -207,7 +207,6 @@ struct Isa {
   static constexpr bool kActivationSign = true;
   static VI AbsBytes(VI x) { return _mm256_abs_epi8(x); }
   static VS MulActS(const Wide& w, VI x, VI absx) { return MulS(absx, _mm256_sign_epi8(w.sign, x)); }
-  static VS DotActS(VS s, const Wide& w, VI x, VI absx) { return DotS(s, absx, _mm256_sign_epi8(w.sign, x)); }
 #endif
   static V ToFloat(VI v) { return _mm256_cvtepi32_ps(v); }
   // BF16 pairs (kernels_impl.h), emulated: each product is exact, so two FMAs round as

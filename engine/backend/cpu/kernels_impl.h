@@ -40,8 +40,8 @@
 //   static constexpr int kWideOffset;  // for any byte w: s += (w_j - kWideOffset) * x_j, w
 //                                 // prepared once per tile and used for every token of it
 //   static constexpr bool kActivationSign;  // with it: VI AbsBytes(VI x); VS MulActS(Wide w,
-//                                 // VI x, VI absx), DotActS(VS s, ...): MulWideS's products
-//                                 // for codes 1..255, the sign from x (one token, no abs of w)
+//                                 // VI x, VI absx): MulWideS's products for codes 1..255, the
+//                                 // sign from x (one token, no abs of w; runs of one step)
 //   V ToFloat(VI);
 //
 // Tails shorter than L use the partial loads, so every function handles any length (head

@@ -124,6 +124,7 @@ struct DotCodes {
     constexpr int kBlock = kRunChunks <= kMaxUnroll ? kRunChunks : 1;  // chunks unrolled together
     constexpr bool kWholeRuns = kBlock == kRunChunks;                    // a run ends in its block
     using ActIsa = typename IsaIf<kActSign>::T;
+    static_assert(!kActSign || kRunSteps == 1, "Isa::MulActS starts a run of one step");
     VS ssum[RT][RP][kVecs];  // the current run's short sums
     const auto widen = [&](int t, int p, int v) {
       if constexpr (kScaled) {
@@ -149,10 +150,8 @@ struct DotCodes {
             for (int p = 0; p < RP; ++p) {
               for (int v = 0; v < kVecs; ++v) {
                 VS& ss = ssum[t][p][v];
-                if constexpr (kFirst && kActSign) {
+                if constexpr (kActSign) {
                   ss = ActIsa::MulActS(w[p][v][h], xb, xa);
-                } else if constexpr (kActSign) {
-                  ss = ActIsa::DotActS(ss, w[p][v][h], xb, xa);
                 } else if constexpr (kFirst && kWide) {
                   ss = Isa::MulWideS(w[p][v][h], xb);
                 } else if constexpr (kFirst) {
