@@ -1,5 +1,6 @@
 // Attention kernels shared by every instruction set: dot products of a query with KV rows,
-// weighted sums of value rows, and the block softmax's exp and max. Included by
+// weighted sums of value rows, the block softmax's exp and max, and what else uses that exp or
+// writes KV rows (the SiLU gate, F16 conversion). Included by
 // kernels_impl.h (same rules: inside the ISA's namespace, after its `Isa`, `V` and `L`).
 // (No include guard on purpose.)
 
