@@ -6,15 +6,12 @@
 //   f16 fma        vcvtph2ps (per 2 FMAs) + vfmadd231ps x 2      16, F16 weights widened
 //   u8 x s8        vpmaddubsw + vpaddw                           32, codes below 128 (4-6 bits)
 //   sign trick     vpsignb + vpmaddubsw + vpmaddwd + vpaddd      32, any byte code (Q8_0)
-// Usage: bench_isa_roof [--seconds S]
+// Usage: bench_isa_roof
 #include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <thread>
 #include <vector>
 

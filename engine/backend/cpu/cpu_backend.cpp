@@ -185,8 +185,9 @@ void CpuBackend::MatMuls(std::initializer_list<MatMulJob> jobs, const float* x, 
   const int64_t cols = jobs.begin()->w->cols();
   const int64_t ldxb = cols + cols % 2;
   if (takes_bf16) cpu::RoundToBf16(x, cols, num_tokens, cols, xbf16_.data(), ldxb);
-  if (takes_q32) xq32_.Quantize(x, cols, num_tokens, cols, 32, parallel ? num_threads_ : 1);
-  if (takes_q256) xq256_.Quantize(x, cols, num_tokens, cols, 256, parallel ? num_threads_ : 1);
+  const int quantize_threads = int64_t{num_tokens} * cols >= kParallelElementwise ? num_threads_ : 1;
+  if (takes_q32) xq32_.Quantize(x, cols, num_tokens, cols, 32, quantize_threads);
+  if (takes_q256) xq256_.Quantize(x, cols, num_tokens, cols, 256, quantize_threads);
 
 #pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(num_threads_)
   for (int64_t c = 0; c < num_chunks; ++c) {

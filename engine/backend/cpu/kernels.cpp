@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -136,14 +137,10 @@ PackedMatrix::PackedMatrix(const WeightMatrix& w, ComputeDtype compute)
     panel_bytes_ = DotPanelBytes(kind_, cols_);
     AllocateZeroed();
     PackDotRows(w, kind_, data_.get(), panel_bytes_);
-    if (w.type == GgmlType::kQ8_0) {
-      codes_symmetric_ = true;
-      for (int64_t r = 0; r < rows_ && codes_symmetric_; ++r) {
-        const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w.row(r));
-        for (int64_t b = 0; b < cols_ / 32 && codes_symmetric_; ++b) {
-          for (int8_t q : blocks[b].qs) codes_symmetric_ = codes_symmetric_ && q != -128;
-        }
-      }
+    codes_symmetric_ = w.type == GgmlType::kQ8_0;
+    for (int64_t r = 0; r < rows_ && codes_symmetric_; ++r) {
+      const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w.row(r));
+      for (int64_t b = 0; b < cols_ / 32; ++b) codes_symmetric_ &= std::ranges::count(blocks[b].qs, int8_t{-128}) == 0;
     }
     return;
   }

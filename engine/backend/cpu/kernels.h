@@ -80,8 +80,8 @@ inline constexpr int kNumMatMulKinds = 21;
 // the sums of q per 16 columns. The same bits on every CPU.
 class QuantizedActivations {
  public:
-  // REQUIRES: block is 32 or 256, cols % block == 0. Up to `threads` OpenMP threads share the
-  // tokens of a large batch.
+  // REQUIRES: block is 32 or 256, cols % block == 0. `threads` OpenMP threads share the
+  // tokens (the caller decides when a batch is worth it).
   void Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block, int threads = 1);
   int block() const { return block_; }
   const int8_t* q(int t) const { return q_.data() + t * cols_; }
