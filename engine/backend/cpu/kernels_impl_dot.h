@@ -67,6 +67,11 @@ struct DotCodes {
   static constexpr int kRunSteps = kRun >= kSteps ? kSteps : kRun >= kFields ? kRun / kFields * kFields : 1;
   static constexpr int kRunChunks = std::max(1, kRunSteps / kFields);
   static_assert(kSteps % kRunSteps == 0 && kFields % std::min(kRunSteps, kFields) == 0);
+  // Sums unrolls kBlock chunks together (at most kMaxUnroll); kWholeRuns: a run ends in its
+  // block. (Class constants: clang 14 rejects a local constexpr read in a nested generic lambda.)
+  static constexpr int kMaxUnroll = 4;
+  static constexpr int kBlock = kRunChunks <= kMaxUnroll ? kRunChunks : 1;
+  static constexpr bool kWholeRuns = kBlock == kRunChunks;
 
   // w[p][v][h]: the codes of chunk c of panel p, vector v, field h, prepared for the products.
   template <int RP>
@@ -120,9 +125,6 @@ struct DotCodes {
   template <int RT, int RP, bool kScaled = false, bool kActSign = false>
   static void Sums(const QuantizedActivations& xq, int t0, int64_t k0, const uint8_t* const (&codes)[RP],
                    VI (&isum)[RT][RP][kVecs], const VI (*scale)[kVecs] = nullptr) {
-    constexpr int kMaxUnroll = 4;
-    constexpr int kBlock = kRunChunks <= kMaxUnroll ? kRunChunks : 1;  // chunks unrolled together
-    constexpr bool kWholeRuns = kBlock == kRunChunks;                    // a run ends in its block
     using ActIsa = typename IsaIf<kActSign>::T;
     static_assert(!kActSign || kRunSteps == 1, "Isa::MulActS starts a run of one step");
     VS ssum[RT][RP][kVecs];  // the current run's short sums
