@@ -211,6 +211,9 @@ struct KernelTable {
   // gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g) (e^-|g| within 1e-6 relative,
   // as exp_sub_sum's).
   void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // One block (32 or 256 values) of QuantizedActivations::Quantize: q[0 .. block), *d and the
+  // sums per 16 (the same bits from every table).
+  void (*quantize_block)(const float* src, int block, int8_t* q, float* d, int32_t* sums);
 };
 
 // The panels of F32 mode: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 7 q6_k, 8 q5_k, and

@@ -2,11 +2,15 @@
 // engine/backend/CMakeLists.txt) and only called after a CPU feature check.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/ggml_decoders.h"  // kIq4Values
 

@@ -6,12 +6,15 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/ggml_decoders.h"  // kIq4Values
 

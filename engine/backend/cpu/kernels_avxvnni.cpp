@@ -4,11 +4,15 @@
 // are exact, so it gives the AVX2 table's bits (kernels_int8_test).
 #include <immintrin.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "common/fp16.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/model/ggml_decoders.h"  // kIq4Values
 

@@ -3,10 +3,8 @@
 // quantization to int8. Both run once per matrix (packing) or per product (activations) in
 // portable C++, so every kernel table reads the same bits.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "common/check.h"
@@ -256,74 +254,6 @@ int PackedMatrix::activation_block() const {
   return GetGgmlTypeInfo(static_cast<uint32_t>(type_))->block_values == 256 ? 256 : 32;
 }
 
-namespace {
-
-// One block of QuantizedActivations::Quantize (kernels.h): q[0 .. block), *d and the sums per
-// 16. Exact operations only, so the same bits from every copy: the compiler vectorizes the
-// loops, with AVX2 in QuantizeBlockAvx2 (Quantize: 3.6% -> 2.0% of a 512-token Q4_K_M prefill).
-// (Two copies chosen at run time rather than target_clones: its ifunc resolver runs before the
-// sanitizers' runtimes are up, and a TSan build crashed in it at load.)
-[[gnu::always_inline]] inline void QuantizeBlockBody(const float* src, int block, int8_t* q, float* d,
-                                                     int32_t* sums) {
-  // |x| as bits orders like |x| (NaN and infinity above every finite value), and its max
-  // reduces in vector registers (16 lanes: independent chains, not one compare-select chain
-  // through every value); m is then the first value of that magnitude.
-  int32_t lanes[16] = {};
-  for (int j = 0; j < block; j += 16) {
-    for (int i = 0; i < 16; ++i) lanes[i] = std::max(lanes[i], std::bit_cast<int32_t>(src[j + i]) & 0x7FFFFFFF);
-  }
-  uint32_t abits = 0;
-  for (int i = 0; i < 16; ++i) abits = std::max(abits, static_cast<uint32_t>(lanes[i]));
-  const bool finite = abits < 0x7F800000u;
-  const float amax = std::bit_cast<float>(abits);
-  float max = 0.0f;
-  for (int j = 0; j < block && finite && amax > 0.0f; ++j) {
-    if (std::fabs(src[j]) == amax) {
-      max = src[j];
-      break;
-    }
-  }
-  // Q8_0's and Q8_K's formulas (ggml's reference quantizers).
-  float id;
-  if (block == 32) {
-    *d = F16ToF32(F32ToF16(amax / 127.0f));  // Q8_0 keeps its scale in F16
-    id = amax >= std::numeric_limits<float>::min() ? 127.0f / amax : 0.0f;
-  } else {
-    id = amax >= std::numeric_limits<float>::min() ? -127.0f / max : 0.0f;
-    *d = id != 0.0f ? 1.0f / id : 0.0f;
-  }
-  // A non-finite block stores zeros (converting its NaN products to int8 would be undefined),
-  // and its NaN scale makes the products NaN.
-  if (!finite) {
-    *d = NAN;
-    std::fill(q, q + block, int8_t{0});
-  } else {
-    // Adding and subtracting 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer, ties to even.
-    constexpr float kRound = 12582912.0f;
-    for (int j = 0; j < block; ++j) q[j] = static_cast<int8_t>(std::min((src[j] * id + kRound) - kRound, 127.0f));
-  }
-  for (int s = 0; s < block / 16; ++s) {
-    int32_t sum = 0;
-    for (int j = 0; j < 16; ++j) sum += q[16 * s + j];
-    sums[s] = sum;
-  }
-}
-
-[[gnu::target("avx2")]] void QuantizeBlockAvx2(const float* src, int block, int8_t* q, float* d, int32_t* sums) {
-  QuantizeBlockBody(src, block, q, d, sums);
-}
-
-void QuantizeBlock(const float* src, int block, int8_t* q, float* d, int32_t* sums) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) {
-    QuantizeBlockAvx2(src, block, q, d, sums);
-  } else {
-    QuantizeBlockBody(src, block, q, d, sums);
-  }
-}
-
-}  // namespace
-
 void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens, int64_t cols, int block,
                                     int threads) {
   CHECK((block == 32 || block == 256) && cols % block == 0) << "integer-dot activations: " << cols << " / " << block;
@@ -334,12 +264,13 @@ void QuantizedActivations::Quantize(const float* x, int64_t ldx, int num_tokens,
   if (d_.size() < n / 32) d_.resize(n / 32);
   if (sums_.size() < n / 16) sums_.resize(n / 16);
   const int64_t blocks = cols / block;
+  const auto quantize_block = Kernels().quantize_block;
   // Tokens are independent: a prompt's split across the threads, with the same bits.
 #pragma omp parallel for schedule(static) if (threads > 1) num_threads(threads)
   for (int t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < blocks; ++b) {
-      QuantizeBlock(x + t * ldx + b * block, block, q_.data() + t * cols + b * block, &d_[t * blocks + b],
-                    &sums_[(t * cols + b * block) / 16]);
+      quantize_block(x + t * ldx + b * block, block, q_.data() + t * cols + b * block, &d_[t * blocks + b],
+                     &sums_[(t * cols + b * block) / 16]);
     }
   }
 }

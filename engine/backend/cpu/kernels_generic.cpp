@@ -1,7 +1,10 @@
 // Portable C++ kernels: the fallback for CPUs without AVX2, and the reference the SIMD
 // tables are tested against.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 

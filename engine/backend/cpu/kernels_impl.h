@@ -479,5 +479,6 @@ inline KernelTable MakeTable(std::string_view isa) {
   t.max = &MaxOf;
   t.to_f16 = &ToF16;
   t.silu_mul = &SiluMul;
+  t.quantize_block = &QuantizeActivationBlock;
   return t;
 }

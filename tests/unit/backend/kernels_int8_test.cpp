@@ -4,6 +4,7 @@
 // and results that do not depend on the batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -83,6 +84,34 @@ TEST_P(QuantizedActivationsTest, RoundsEachBlockToItsScale) {
         const int q = xq.q(t)[block * b + at];
         EXPECT_EQ(block == 32 ? q * (x[t * cols + block * b + at] > 0 ? 1 : -1) : q, block == 32 ? 127 : -127);
       }
+    }
+  }
+}
+
+// Every table's quantize_block (vectorized for its ISA) gives the generic table's bits: random
+// blocks, an all-zero one, one with a NaN, one with an infinity, and a tie of +m and -m.
+TEST_P(QuantizedActivationsTest, EveryTableQuantizesBlocksToTheGenericBits) {
+  const int block = GetParam(), blocks = 40;
+  std::vector<float> x = Random(static_cast<size_t>(blocks) * block, 11);
+  std::fill(x.begin(), x.begin() + block, 0.0f);
+  x[block + 7] = std::numeric_limits<float>::quiet_NaN();
+  x[2 * block + 1] = -std::numeric_limits<float>::infinity();
+  x[3 * block + 2] = 4.0f, x[3 * block + 5] = -4.0f;
+  x[4 * block + 3] = 1e-42f;
+  const KernelTable& generic = *KernelsFor("generic");
+  for (const char* isa : {"avx2", "avxvnni", "avx512", "avx512bf16"}) {
+    const KernelTable* table = KernelsFor(isa);
+    if (table == nullptr) continue;  // not on this CPU
+    for (int b = 0; b < blocks; ++b) {
+      const float* src = x.data() + static_cast<size_t>(b) * block;
+      std::vector<int8_t> q0(block), q1(block);
+      std::vector<int32_t> s0(block / 16), s1(block / 16);
+      float d0 = 0.0f, d1 = 0.0f;
+      generic.quantize_block(src, block, q0.data(), &d0, s0.data());
+      table->quantize_block(src, block, q1.data(), &d1, s1.data());
+      EXPECT_EQ(q0, q1) << isa << " block " << b;
+      EXPECT_EQ(s0, s1) << isa << " block " << b;
+      EXPECT_EQ(std::memcmp(&d0, &d1, sizeof(float)), 0) << isa << " block " << b << ": " << d0 << " vs " << d1;
     }
   }
 }
