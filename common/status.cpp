@@ -58,6 +58,13 @@ Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, s
 Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+std::string Abbreviated(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  return std::string(text.substr(0, end)) + "...";
+}
+
 namespace internal {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* condition) {

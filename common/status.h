@@ -68,6 +68,11 @@ Status UnimplementedError(std::string message);
 Status DeadlineExceededError(std::string message);
 Status InternalError(std::string message);
 
+// `text` cut to at most `max_bytes` at a UTF-8 character boundary, with "..." when cut: error
+// messages that quote a client's input (a 40 KB regex) stay short enough for a gRPC status
+// (its trailers hold 8 KiB) and a log line, and stay valid UTF-8.
+std::string Abbreviated(std::string_view text, size_t max_bytes = 80);
+
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:

@@ -181,9 +181,15 @@ class GbnfParser {
         const size_t at = at_;
         seq.push_back(Ref(RuleId(Name(), at)));
       } else if (c == '(') {
+        if (depth_ >= kMaxNesting) {
+          Fail(fmt::format("groups nested over {} deep", kMaxNesting));
+          break;
+        }
         ++at_;
         Space(true);
+        ++depth_;
         std::vector<GrammarSequence> alts = Alternatives(name, /*nested=*/true);
+        --depth_;
         if (!ok()) break;
         if (at_ >= t_.size() || t_[at_] != ')') {
           Fail("expected ')'");
@@ -278,14 +284,9 @@ class GbnfParser {
 
   // One character of a literal or class: an escape or a UTF-8 code point.
   std::optional<uint32_t> Char() {
-    const auto b = static_cast<uint8_t>(t_[at_]);
-    if (b != '\\') {
-      ++at_;
-      if (b < 0x80) return b;
-      const int extra = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
-      uint32_t cp = b & (0x3F >> extra);
-      for (int i = 0; i < extra && at_ < t_.size(); ++i) cp = (cp << 6) | (static_cast<uint8_t>(t_[at_++]) & 0x3F);
-      return cp;
+    if (t_[at_] != '\\') {
+      if (std::optional<uint32_t> cp = regex_ast::DecodeUtf8(t_, &at_)) return cp;
+      return Fail("a byte that is not UTF-8"), std::nullopt;
     }
     ++at_;
     if (at_ >= t_.size()) return Fail("a trailing backslash"), std::nullopt;
@@ -311,11 +312,18 @@ class GbnfParser {
       v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (c | 0x20) - 'a' + 10);
     }
     if (v > regex_ast::kMaxCodePoint) return Fail("a code point past U+10FFFF"), std::nullopt;
+    if (regex_ast::IsSurrogate(v) && !in_class_) return Fail("a surrogate code point (no UTF-8 encoding)"), std::nullopt;
     return v;
   }
 
   // After '['.
   Ranges Class() {
+    in_class_ = true;  // a surrogate may end a range there (its code points are dropped)
+    Ranges ranges = ClassRanges();
+    in_class_ = false;
+    return ranges;
+  }
+  Ranges ClassRanges() {
     bool negate = false;
     if (at_ < t_.size() && t_[at_] == '^') {
       negate = true;
@@ -350,6 +358,9 @@ class GbnfParser {
   int generated_ = 0;
   int64_t symbols_ = 0;  // symbols that repetitions expanded
   static constexpr int64_t kMaxSymbols = int64_t{1} << 20;
+  int depth_ = 0;  // open groups: the parser recurses by group
+  bool in_class_ = false;
+  static constexpr int kMaxNesting = kMaxRegexNesting;
 };
 
 }  // namespace

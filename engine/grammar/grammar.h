@@ -9,7 +9,8 @@
 //   rule references, ( groups ), postfix * + ? {m} {m,} {m,n}; # comments
 // A rule ends at a newline outside parentheses (its body may start on the line after ::=).
 // Errors (INVALID_ARGUMENT) give the line and column: an undefined rule, no root, a
-// malformed literal, class or count, counts that expand to over 2^20 symbols.
+// malformed literal, class or count, counts that expand to over 2^20 symbols, groups nested
+// over kMaxRegexNesting (regex.h) deep.
 #pragma once
 
 #include <cstdint>

@@ -37,11 +37,15 @@ struct Nfa {
 
 class NfaBuilder {
  public:
-  NfaBuilder(const std::vector<Node>& nodes, Nfa* nfa) : nodes_(nodes), nfa_(nfa) {}
+  NfaBuilder(const std::vector<Node>& nodes, Nfa* nfa, int max_states) : nodes_(nodes), nfa_(nfa), max_states_(max_states) {}
 
-  // Adds node `id` between new states; returns {entry, exit}.
+  // Past the state limit: what Build returned since is a stub and the NFA is to be dropped.
+  bool exceeded() const { return static_cast<int64_t>(nfa_->edges.size()) > max_states_; }
+
+  // Adds node `id` between new states; returns {entry, exit}. Recursion: one level per group,
+  // quantifier or class of the pattern (regex_parser.cpp bounds those).
   std::pair<int, int> Build(int id) {
-    if (++states_built_ > 1000000) return Empty();  // the caller sees the size and fails
+    if (exceeded()) return {0, 0};  // stop at once: copies of copies would build on
     const Node& n = nodes_[static_cast<size_t>(id)];
     switch (n.kind) {
       case Node::kClass: {
@@ -118,7 +122,7 @@ class NfaBuilder {
  private:
   const std::vector<Node>& nodes_;
   Nfa* nfa_;
-  int states_built_ = 0;
+  int64_t max_states_;
 };
 
 }  // namespace
@@ -211,7 +215,8 @@ void Closure(const Nfa& nfa, std::vector<int>* set, std::vector<uint32_t>* mark,
 }
 
 // Subset construction from `start` to `accept`, then dead ends pruned.
-StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_states) {
+StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, const RegexOptions& options) {
+  const int max_states = options.max_states;
   struct SetHash {
     size_t operator()(const std::vector<int>& v) const {
       size_t h = v.size();
@@ -219,23 +224,25 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_sta
       return h;
     }
   };
+  // Each set is held once, as its key (the keys of an unordered_map do not move).
   std::unordered_map<std::vector<int>, int32_t, SetHash> ids;
-  std::vector<std::vector<int>> sets;
+  std::vector<const std::vector<int>*> sets;
   ByteDfa dfa;
   std::vector<uint32_t> mark(nfa.eps.size(), 0);
   uint32_t stamp = 0;
   std::vector<int> first = {start};
   Closure(nfa, &first, &mark, ++stamp);
-  ids[first] = 0;
-  sets.push_back(first);
+  sets.push_back(&ids.try_emplace(std::move(first), 0).first->first);
+  int64_t work = 0;  // NFA states of every closure taken (each is visited once per closure)
   for (size_t d = 0; d < sets.size(); ++d) {
     if (static_cast<int>(sets.size()) > max_states) {
       return ResourceExhaustedError(fmt::format("the regex needs more than {} automaton states", max_states));
     }
+    const std::vector<int>& set = *sets[d];
     // The bytes split into intervals on which every edge of the set agrees: one closure per
     // interval instead of per byte.
     std::vector<int> cuts = {0, 256};
-    for (int s : sets[d]) {
+    for (int s : set) {
       for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) cuts.push_back(e.lo), cuts.push_back(e.hi + 1);
     }
     std::sort(cuts.begin(), cuts.end());
@@ -243,7 +250,7 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_sta
     std::array<int32_t, 256> row;
     row.fill(ByteDfa::kDead);
     std::vector<std::vector<int>> targets(cuts.size() - 1);
-    for (int s : sets[d]) {
+    for (int s : set) {
       for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
         const size_t from = static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), int{e.lo}) - cuts.begin());
         for (size_t c = from; cuts[c] <= e.hi; ++c) targets[c].push_back(e.to);
@@ -256,12 +263,16 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, int max_sta
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
       Closure(nfa, &t, &mark, ++stamp);
-      auto [it, added] = ids.try_emplace(t, static_cast<int32_t>(sets.size()));
-      if (added) sets.push_back(t);
+      work += static_cast<int64_t>(t.size());
+      if (work > options.max_subset_work) {
+        return ResourceExhaustedError("the regex's automaton is too large to build (its subset construction)");
+      }
+      auto [it, added] = ids.try_emplace(std::move(t), static_cast<int32_t>(sets.size()));
+      if (added) sets.push_back(&it->first);
       std::fill(row.begin() + lo, row.begin() + cuts[c + 1], it->second);
     }
     dfa.next.push_back(row);
-    dfa.accepting.push_back(std::binary_search(sets[d].begin(), sets[d].end(), accept) ? 1 : 0);
+    dfa.accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
   }
   dfa.start = 0;
   return PruneDfa(std::move(dfa));
@@ -308,7 +319,8 @@ StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& opt
     reachable[static_cast<size_t>(id)] = 1;
     const Node& n = nodes[static_cast<size_t>(id)];
     if (n.kind == Node::kStart || n.kind == Node::kEnd) {
-      return InvalidArgumentError(fmt::format("regex /{}/: ^ and $ are supported only at the start and end", pattern));
+      return InvalidArgumentError(
+          fmt::format("regex /{}/: ^ and $ are supported only at the start and end", Abbreviated(pattern)));
     }
     stack.insert(stack.end(), n.kids.begin(), n.kids.end());
   }
@@ -317,12 +329,13 @@ StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& opt
   if (options.json_string) top = regex_ast::JsonStringOf(top, &nodes);
 
   Nfa nfa;
-  NfaBuilder builder(nodes, &nfa);
+  NfaBuilder builder(nodes, &nfa, options.max_nfa_states);
   const auto [in, out] = builder.Build(top);
-  if (nfa.edges.size() > 1000000) {
-    return ResourceExhaustedError(fmt::format("regex /{}/ is too large to compile", pattern));
+  if (builder.exceeded()) {
+    return ResourceExhaustedError(
+        fmt::format("regex /{}/ is too large to compile (over {} NFA states)", Abbreviated(pattern), options.max_nfa_states));
   }
-  return Determinize(nfa, in, out, options.max_states);
+  return Determinize(nfa, in, out, options);
 }
 
 ByteDfa ChoiceDfa(std::span<const std::string> choices) {

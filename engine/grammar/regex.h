@@ -10,7 +10,8 @@
 //   {n,m} (lazy forms match the same language); ^ and $ at the start and end of the whole
 //   pattern or of a top-level alternative.
 // Refused with INVALID_ARGUMENT naming the construct: backreferences, lookaround, \b \B, ^
-// or $ elsewhere, counts over kMaxRepeat, unbalanced brackets.
+// or $ elsewhere, counts over kMaxRepeat, groups nested over kMaxRegexNesting, a quantifier
+// after a quantifier (a** as ECMAScript: nothing to repeat), unbalanced brackets.
 //
 // Matching: `Search` semantics by default (JSON Schema: the pattern may match anywhere in the
 // string, so an unanchored side gets .* there); `anchored` matches the whole string.
@@ -28,6 +29,8 @@
 namespace kvserve {
 
 inline constexpr int kMaxRepeat = 1000;
+// Groups deeper than this are refused: the parser and the automaton builder recurse by group.
+inline constexpr int kMaxRegexNesting = 200;
 
 // A deterministic automaton over bytes; state -1 is dead. Every state can reach an accepting
 // one (dead ends are pruned), so a live state means "this prefix can still match".
@@ -48,6 +51,11 @@ struct ByteDfa {
 struct RegexOptions {
   bool anchored = false;  // the whole string (else: search, as JSON Schema's pattern)
   int max_states = 20000; // a DFA past this many states is RESOURCE_EXHAUSTED
+  // What a compile may hold and do on the way to its DFA, RESOURCE_EXHAUSTED past either:
+  // the NFA's states (counts multiply them: ((a{1000}){1000}) and the NFA states the subset
+  // construction visits in all (its memory and time; ((a+)+)+... doubles them per level).
+  int max_nfa_states = 250000;
+  int64_t max_subset_work = int64_t{1} << 25;
   // Match the JSON string literal of each matching string instead: its quotes, and its
   // characters as JSON writes them: " and \ as \" and \\, control characters as \b \f \n \r
   // \t or \u00XX (hex in either case), / raw or as \/, every other code point raw (UTF-8).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -27,6 +28,11 @@ struct Node {
 // Parses `pattern` into `nodes`; returns the root's index. INVALID_ARGUMENT names what is
 // wrong or unsupported, and where.
 [[nodiscard]] StatusOr<int> Parse(std::string_view pattern, std::vector<Node>* nodes);
+
+inline bool IsSurrogate(uint32_t cp) { return cp >= 0xD800 && cp <= 0xDFFF; }
+// The code point at text[*at] (*at < text.size()), *at moved past it; nullopt, *at unmoved,
+// unless it is well-formed UTF-8 (shortest form, no surrogate, at most U+10FFFF).
+std::optional<uint32_t> DecodeUtf8(std::string_view text, size_t* at);
 
 // Every code point (the prefix and suffix of a search).
 Ranges AnyCodePoint();

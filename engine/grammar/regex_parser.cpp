@@ -41,8 +41,25 @@ Ranges ComplementRanges(const Ranges& r) {
   return NormalizeRanges(out);
 }
 
-namespace {
+std::optional<uint32_t> DecodeUtf8(std::string_view text, size_t* at) {
+  const auto b = static_cast<uint8_t>(text[*at]);
+  if (b < 0x80) return ++*at, b;
+  if (b < 0xC2 || b > 0xF4) return std::nullopt;
+  const int extra = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
+  uint32_t cp = b & (0x3F >> extra);
+  for (int i = 1; i <= extra; ++i) {
+    if (*at + static_cast<size_t>(i) >= text.size()) return std::nullopt;
+    const auto c = static_cast<uint8_t>(text[*at + static_cast<size_t>(i)]);
+    if ((c & 0xC0) != 0x80) return std::nullopt;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  static constexpr uint32_t kShortest[] = {0, 0x80, 0x800, 0x10000};
+  if (cp < kShortest[extra] || cp > kMaxCodePoint || IsSurrogate(cp)) return std::nullopt;
+  *at += static_cast<size_t>(extra) + 1;
+  return cp;
+}
 
+namespace {
 
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
@@ -60,7 +77,7 @@ class Parser {
     nodes_ = nodes;
     const int root = Alternation();
     if (error_.empty() && at_ < p_.size()) Fail("unbalanced ')'");
-    if (!error_.empty()) return InvalidArgumentError(fmt::format("regex /{}/: {}", p_, error_));
+    if (!error_.empty()) return InvalidArgumentError(fmt::format("regex /{}/: {}", Abbreviated(p_), error_));
     return root;
   }
 
@@ -77,14 +94,13 @@ class Parser {
     if (at_ < p_.size() && p_[at_] == c) return ++at_, true;
     return false;
   }
-  // The next code point of the pattern (UTF-8).
+  // The next code point of the pattern, which must be UTF-8 (a pattern is text: a byte that is
+  // not would make the automaton's output invalid UTF-8 too).
   uint32_t CodePoint() {
-    const auto b = static_cast<uint8_t>(p_[at_++]);
-    if (b < 0x80) return b;
-    const int extra = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
-    uint32_t cp = b & (0x3F >> extra);
-    for (int i = 0; i < extra && at_ < p_.size(); ++i) cp = (cp << 6) | (static_cast<uint8_t>(p_[at_++]) & 0x3F);
-    return cp;
+    if (std::optional<uint32_t> cp = DecodeUtf8(p_, &at_)) return *cp;
+    Fail("a byte that is not UTF-8");
+    at_ = p_.size();
+    return 0;
   }
   std::optional<uint32_t> Hex(size_t digits) {
     if (at_ + digits > p_.size()) return std::nullopt;
@@ -110,29 +126,34 @@ class Parser {
     return items.size() == 1 ? items[0] : Add({Node::kConcat, {}, items});
   }
 
+  // An atom and at most one quantifier (and its lazy '?'): a quantifier after a quantifier has
+  // nothing to repeat, as in ECMAScript and Python (a** is refused, so quantifiers cannot nest
+  // deeper than groups do).
   int Quantified() {
-    int atom = Atom();
-    while (More()) {
-      int min = 0, max = -1;
-      const size_t at = at_;
-      if (Eat('*')) {
-      } else if (Eat('+')) {
-        min = 1;
-      } else if (Eat('?')) {
-        max = 1;
-      } else if (p_[at_] == '{' && Counts(&min, &max)) {
-      } else {
-        break;
-      }
-      if (nodes_->at(atom).kind == Node::kStart || nodes_->at(atom).kind == Node::kEnd) {
-        at_ = at;
-        Fail("a quantifier after an anchor");
-        break;
-      }
-      Eat('?');  // lazy: the same language
-      atom = Add({Node::kRepeat, {}, {atom}, min, max});
+    const int atom = Atom();
+    int min = 0, max = -1;
+    if (!Quantifier(&min, &max)) return atom;
+    if (nodes_->at(atom).kind == Node::kStart || nodes_->at(atom).kind == Node::kEnd) {
+      Fail("a quantifier after an anchor");
+      return atom;
     }
-    return atom;
+    Eat('?');  // lazy: the same language
+    const size_t at = at_;
+    int again_min = 0, again_max = -1;
+    if (More() && Quantifier(&again_min, &again_max)) {
+      at_ = at;
+      Fail("a quantifier after a quantifier (nothing to repeat)");
+    }
+    return Add({Node::kRepeat, {}, {atom}, min, max});
+  }
+
+  // * + ? {n} {n,} {n,m} at the current offset, consumed.
+  bool Quantifier(int* min, int* max) {
+    if (!More()) return false;
+    if (Eat('*')) return true;
+    if (Eat('+')) return *min = 1, true;
+    if (Eat('?')) return *max = 1, true;
+    return p_[at_] == '{' && Counts(min, max);
   }
 
   // {n}, {n,}, {n,m}; anything else is a literal '{' (as ECMAScript's Annex B).
@@ -162,6 +183,11 @@ class Parser {
   int Atom() {
     const char c = p_[at_];
     if (c == '(') {
+      if (++depth_ > kMaxRegexNesting) {
+        Fail(fmt::format("groups nested over {} deep", kMaxRegexNesting));
+        at_ = p_.size();
+        return Add({Node::kConcat});
+      }
       ++at_;
       if (Eat('?')) {
         if (Eat(':')) {
@@ -176,6 +202,7 @@ class Parser {
       }
       const int inner = Alternation();
       if (!Eat(')')) Fail("an unterminated group");
+      --depth_;
       return inner;
     }
     if (c == ')' || c == '|') return Add({Node::kConcat});
@@ -234,6 +261,7 @@ class Parser {
           const size_t close = p_.find('}', at_);
           std::optional<uint32_t> v = close == std::string_view::npos ? std::nullopt : Hex(close - at_);
           if (!v || *v > kMaxCodePoint || !Eat('}')) Fail("a bad \\u{...} escape");
+          if (v && IsSurrogate(*v) && !in_class) Fail("an unpaired surrogate");
           return one(v.value_or(0));
         }
         std::optional<uint32_t> v = Hex(4);
@@ -245,6 +273,9 @@ class Parser {
           if (low && *low >= 0xDC00 && *low <= 0xDFFF) return one(0x10000 + ((*v - 0xD800) << 10) + (*low - 0xDC00));
           Fail("an unpaired surrogate");
         }
+        // A surrogate alone has no UTF-8 encoding: in a class it is a range's end (its code
+        // points are dropped), elsewhere it could only match bytes that are not text.
+        if (v && IsSurrogate(*v) && !in_class) Fail("an unpaired surrogate");
         return one(v.value_or(0));
       }
       case 'c': case 'p': case 'P': case 'k':
@@ -295,6 +326,7 @@ class Parser {
 
   std::string_view p_;
   size_t at_ = 0;
+  int depth_ = 0;  // open groups
   std::vector<Node>* nodes_ = nullptr;
   std::string error_;
 };

@@ -9,7 +9,9 @@ namespace kvserve {
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(GrpcCodeFor(status.code())), status.message());
+  // The message travels in the trailers, which clients cap at 8 KiB: a longer one would turn
+  // the status into the client's own RESOURCE_EXHAUSTED.
+  return grpc::Status(static_cast<grpc::StatusCode>(GrpcCodeFor(status.code())), Abbreviated(status.message(), 2048));
 }
 
 void LogGrpcCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestUsage* usage) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/grammar/earley.h"
+#include "tests/reference/earley.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/regex.h"
 
@@ -117,6 +117,22 @@ TEST(Gbnf, ErrorsNameTheirLineAndColumn) {
     EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(g.status().message().find(what), std::string::npos) << text << ": " << g.status().message();
   }
+  // Issue 54, D1 and D14: nesting is bounded (the parser recurses by group), and a literal is
+  // UTF-8 text.
+  const std::pair<std::string, const char*> kLimits[] = {
+      {"root ::= " + std::string(20000, '(') + "\"a\"" + std::string(20000, ')'), "nested over 200"},
+      {"root ::= \"\\ud800\"", "surrogate"},
+      {"root ::= \"\xff\"", "not UTF-8"},
+      {"root ::= [\xed\xa0\x80]", "not UTF-8"},
+  };
+  for (const auto& [text, what] : kLimits) {
+    StatusOr<Grammar> g = ParseGbnf(text);
+    ASSERT_FALSE(g.ok()) << text.substr(0, 40);
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(g.status().message().find(what), std::string::npos) << g.status().message();
+  }
+  EXPECT_TRUE(ParseGbnf("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')).ok());
+  EXPECT_TRUE(ParseGbnf("root ::= [^\\uD800-\\uDFFF]").ok());
   // Counts are expanded; what they may cost is bounded (a client's grammar).
   StatusOr<Grammar> huge = ParseGbnf("root ::= \"" + std::string(1100, 'a') + "\"{1000}");
   ASSERT_FALSE(huge.ok());

@@ -100,6 +100,77 @@ TEST(Regex, AnAutomatonPastTheStateLimitIsRefused) {
   EXPECT_EQ(dfa.status().code(), StatusCode::kResourceExhausted);
 }
 
+// Issue 54, D1: client patterns that recursed once per character overflowed the stack.
+TEST(Regex, DeepNestingIsRefusedNotRecursedInto) {
+  const std::string deep = std::string(20000, '(') + "a" + std::string(20000, ')');
+  StatusOr<ByteDfa> groups = CompileRegex(deep);
+  ASSERT_FALSE(groups.ok());
+  EXPECT_EQ(groups.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(groups.status().message().find("nested over 200"), std::string::npos) << groups.status().message();
+  const std::string stars = "a" + std::string(100000, '*');
+  StatusOr<ByteDfa> stacked = CompileRegex(stars);
+  ASSERT_FALSE(stacked.ok());
+  EXPECT_EQ(stacked.status().code(), StatusCode::kInvalidArgument);
+  // Nesting up to the limit still compiles.
+  StatusOr<ByteDfa> ok = CompileRegex("^" + std::string(200, '(') + "a" + std::string(200, ')') + "$");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(ok->Matches("a"));
+}
+
+// A quantifier after a quantifier is a syntax error in ECMAScript and Python; the lazy '?' is not.
+TEST(Regex, AQuantifierAfterAQuantifierHasNothingToRepeat) {
+  for (const char* pattern : {"a**", "a+*", "a{2}{3}", "a?+", "a*??", "(a)+{2}"}) {
+    StatusOr<ByteDfa> dfa = CompileRegex(pattern);
+    ASSERT_FALSE(dfa.ok()) << pattern;
+    EXPECT_EQ(dfa.status().code(), StatusCode::kInvalidArgument) << pattern;
+    EXPECT_NE(dfa.status().message().find("nothing to repeat"), std::string::npos) << dfa.status().message();
+  }
+  for (const char* lazy : {"^a*?b$", "^a+?b$", "^a??b$", "^a{1,2}?b$"}) {
+    StatusOr<ByteDfa> dfa = CompileRegex(lazy);
+    ASSERT_TRUE(dfa.ok()) << lazy << ": " << dfa.status().ToString();
+    EXPECT_EQ(dfa->Matches("ab"), std::regex_match("ab", std::regex(lazy, std::regex::ECMAScript))) << lazy;
+  }
+}
+
+// The regex fuzzer's out-of-memory (CI, seed 3043786796): quantifiers nested 26 deep doubled the
+// NFA per level and the subset construction held millions of states per DFA state. Each of
+// these is refused within the compile's bounds (RegexOptions::max_nfa_states,
+// max_subset_work) instead of taking gigabytes.
+TEST(Regex, AutomataThatMultiplyAreRefusedWithinTheirBounds) {
+  std::string nested_plus = "a";
+  for (int i = 0; i < 26; ++i) nested_plus = "(" + nested_plus + ")+";
+  std::string nested_counts = "a";
+  for (int i = 0; i < 3; ++i) nested_counts = "(" + nested_counts + "){1000}";
+  for (const std::string& pattern : {nested_plus, nested_counts, std::string("([\\s\\S]{1000}){1000}")}) {
+    for (bool anchored : {false, true}) {
+      StatusOr<ByteDfa> dfa = CompileRegex(pattern, {.anchored = anchored, .max_states = 2000});
+      ASSERT_FALSE(dfa.ok()) << pattern;
+      EXPECT_EQ(dfa.status().code(), StatusCode::kResourceExhausted) << pattern << ": " << dfa.status().message();
+    }
+  }
+  // Subset construction: each of 2^16 closures visits many NFA states.
+  RegexOptions tight{.anchored = false, .max_states = 100000, .max_nfa_states = 250000, .max_subset_work = 100000};
+  StatusOr<ByteDfa> work = CompileRegex("(a|b)*a(a|b){15}", tight);
+  ASSERT_FALSE(work.ok());
+  EXPECT_NE(work.status().message().find("subset construction"), std::string::npos) << work.status().message();
+}
+
+// D14: a pattern is UTF-8 text and its automaton matches only UTF-8: a lone surrogate or a byte
+// that is not UTF-8 is refused, where it made the model write invalid UTF-8.
+TEST(Regex, SurrogatesAndInvalidBytesAreRefused) {
+  for (const std::string pattern : {"\\ud800", "a\\uDC00", "\\u{D800}", "\xff", "\xed\xa0\x80", "\xc0\xaf", "a\xe2\x82"}) {
+    StatusOr<ByteDfa> dfa = CompileRegex(pattern);
+    ASSERT_FALSE(dfa.ok()) << pattern;
+    EXPECT_EQ(dfa.status().code(), StatusCode::kInvalidArgument) << pattern;
+  }
+  // A surrogate as a class range's end is common in schemas (UTF-16 habits): its code points
+  // are simply not there in UTF-8.
+  StatusOr<ByteDfa> no_surrogates = CompileRegex("^[^\\uD800-\\uDFFF]+$");
+  ASSERT_TRUE(no_surrogates.ok()) << no_surrogates.status().ToString();
+  EXPECT_TRUE(no_surrogates->Matches("héllo😀"));
+  EXPECT_FALSE(no_surrogates->Matches("\xed\xa0\x80"));
+}
+
 TEST(Regex, ChoiceAcceptsExactlyItsStrings) {
   const std::vector<std::string> choices = {"red", "green", "gr", ""};
   const ByteDfa dfa = ChoiceDfa(choices);
