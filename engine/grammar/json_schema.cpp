@@ -3,6 +3,7 @@
 // are lexemes, each with the leading whitespace policy folded in.
 #include "engine/grammar/json_schema.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -105,6 +106,17 @@ class SchemaCompiler {
     }
     if (s.contains("if") && (s.contains("then") || s.contains("else"))) RETURN_IF_ERROR(Unsupported("if", ptr));
     if (s.contains("dependencies") && !s["dependencies"].empty()) RETURN_IF_ERROR(Unsupported("dependencies", ptr));
+    for (const char* k : json_schema::kCountKeywords) {
+      const auto it = s.find(k);
+      if (it == s.end()) continue;
+      if (!it->is_number() || it->get<double>() < 0 || it->get<double>() != std::floor(it->get<double>())) {
+        return InvalidArgumentError(fmt::format("{} at {} must be a non-negative integer, not {}", k, ptr, it->dump()));
+      }
+      // A maximum that large bounds nothing; a minimum that large asks for what cannot be written.
+      if (std::string_view(k).starts_with("min") && it->get<double>() > static_cast<double>(json_schema::kCountCap)) {
+        return InvalidArgumentError(fmt::format("{} {} at {} is over {}", k, it->dump(), ptr, json_schema::kCountCap));
+      }
+    }
     if (s.value("uniqueItems", false) && !(s.contains("maxItems") && s["maxItems"].is_number() && s["maxItems"].get<double>() <= 1)) {
       RETURN_IF_ERROR(Unsupported("uniqueItems", ptr));
     }
@@ -436,7 +448,8 @@ StatusOr<int32_t> SchemaCompiler::Object(const Json& s, const std::string& ptr, 
   }
   // How many members: minProperties and maxProperties where the grammar can count.
   const size_t num_required = std::count_if(members.begin(), members.end(), [](const Member& m) { return m.required; });
-  const double min_props = s.value("minProperties", 0.0), max_props = s.value("maxProperties", -1.0);
+  const auto min_props = static_cast<double>(json_schema::CountOf(s, "minProperties", 0));
+  const auto max_props = static_cast<double>(json_schema::CountOf(s, "maxProperties", -1));
   if (max_props >= 0 && max_props < static_cast<double>(num_required)) return NoValue();
   if (max_props >= 0 && (!extras.empty() || max_props < static_cast<double>(members.size()))) {
     RETURN_IF_ERROR(Unsupported("maxProperties", ptr));
@@ -479,8 +492,8 @@ StatusOr<int32_t> SchemaCompiler::Array(const Json& s, const std::string& ptr, i
   } else if (s.contains("items")) {
     rest = s["items"];
   }
-  const int64_t min_items = static_cast<int64_t>(s.value("minItems", 0.0));
-  int64_t max_items = static_cast<int64_t>(s.value("maxItems", -1.0));
+  const int64_t min_items = json_schema::CountOf(s, "minItems", 0);
+  int64_t max_items = json_schema::CountOf(s, "maxItems", -1);
   if (rest == Json(false) && (max_items < 0 || max_items > static_cast<int64_t>(prefix.size()))) {
     max_items = static_cast<int64_t>(prefix.size());
   }

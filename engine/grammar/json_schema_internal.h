@@ -16,6 +16,20 @@ namespace kvserve::json_schema {
 
 using Json = nlohmann::ordered_json;
 
+// The count keywords (minLength, maxItems, ...): a schema's value must be a non-negative
+// integer (the compiler refuses any other with INVALID_ARGUMENT before reading one).
+inline constexpr const char* kCountKeywords[] = {"minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                                                "maxProperties"};
+// Counts past this read as it: no string, array or object the grammar can build is that long.
+inline constexpr int64_t kCountCap = int64_t{1} << 31;
+// `key`'s value in `schema`, `fallback` when absent; capped at kCountCap.
+inline int64_t CountOf(const Json& schema, const char* key, int64_t fallback) {
+  const auto it = schema.find(key);
+  if (it == schema.end() || !it->is_number()) return fallback;
+  const double v = it->get<double>();
+  return v >= static_cast<double>(kCountCap) ? kCountCap : v >= 0 ? static_cast<int64_t>(v) : fallback;
+}
+
 // ---- json_schema_lexemes.cpp ----------------------------------------------------------------
 
 // Decimal integers (an optional minus, no leading zeros, no "-0") in [lo, hi] (nullopt: no

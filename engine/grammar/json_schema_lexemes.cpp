@@ -227,9 +227,7 @@ StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::s
 
 StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer, bool lenient,
                                   std::vector<std::string>* ignored, const LexGrammar* known) {
-  int64_t min_len = 0, max_len = -1;
-  if (const auto it = schema.find("minLength"); it != schema.end() && it->is_number()) min_len = it->get<int64_t>();
-  if (const auto it = schema.find("maxLength"); it != schema.end() && it->is_number()) max_len = it->get<int64_t>();
+  const int64_t min_len = CountOf(schema, "minLength", 0), max_len = CountOf(schema, "maxLength", -1);
   if (max_len >= 0 && max_len < min_len) return LexemeSpec{"str:empty", ByteDfa{}};
   std::string length = max_len < 0 ? fmt::format("[\\s\\S]{{{},}}", min_len)
                                     : fmt::format("[\\s\\S]{{{},{}}}", min_len, max_len);

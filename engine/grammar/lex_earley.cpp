@@ -65,7 +65,7 @@ void LexGrammar::AddAlternative(int32_t rule, std::vector<int32_t> symbols) {
   rules[static_cast<size_t>(rule)].push_back(std::move(symbols));
 }
 
-Status LexGrammar::RemoveUnproductive() {
+Status LexGrammar::RemoveUnproductive(std::string_view what) {
   std::vector<char> productive(rules.size(), 0);
   auto symbol_ok = [&](int32_t s) {
     return s >= 0 ? productive[static_cast<size_t>(s)] != 0 : lexemes[static_cast<size_t>(LexemeId(s))].start >= 0;
@@ -84,7 +84,7 @@ Status LexGrammar::RemoveUnproductive() {
     }
   }
   if (root < 0 || !productive[static_cast<size_t>(root)]) {
-    return FailedPreconditionError("the schema allows no value at all");
+    return FailedPreconditionError(fmt::format("the {} allows no value at all", what));
   }
   for (auto& alts : rules) {
     std::erase_if(alts, [&](const std::vector<int32_t>& alt) { return !std::all_of(alt.begin(), alt.end(), symbol_ok); });
@@ -97,7 +97,7 @@ StatusOr<LexGrammar> RegexGrammar(std::string_view pattern) {
   LexGrammar g;
   g.root = g.AddRule("root");
   g.AddAlternative(g.root, {LexGrammar::Lexeme(g.AddLexeme("regex", std::move(dfa)))});
-  RETURN_IF_ERROR(g.RemoveUnproductive());
+  RETURN_IF_ERROR(g.RemoveUnproductive("regex"));
   return g;
 }
 

@@ -70,8 +70,8 @@ struct LexGrammar {
   void AddAlternative(int32_t rule, std::vector<int32_t> symbols);
   // Drops alternatives that derive no finite string (a dead lexeme, an unproductive rule), so
   // every item the parser holds can still complete. FAILED_PRECONDITION when the root derives
-  // nothing (an unsatisfiable schema).
-  [[nodiscard]] Status RemoveUnproductive();
+  // nothing (an unsatisfiable schema, a grammar whose root never ends); `what` names the input.
+  [[nodiscard]] Status RemoveUnproductive(std::string_view what = "schema");
 
  private:
   std::unordered_map<std::string, int32_t> lexeme_ids_;

@@ -100,7 +100,9 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono:
     case Kind::kGrammar: {
       StatusOr<Grammar> g = ParseGbnf(spec.text);
       if (!g.ok()) return g.status();
-      return ByteGrammar(*g);
+      LexGrammar lex = ByteGrammar(*g);
+      RETURN_IF_ERROR(lex.RemoveUnproductive("grammar"));  // root ::= root "a" derives nothing
+      return lex;
     }
     case Kind::kNone:
       break;
@@ -144,9 +146,13 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
   std::vector<std::string> ignored;
   StatusOr<LexGrammar> grammar = BuildGrammar(spec, time_limit_, &ignored);
   if (!grammar.ok()) {
-    // An unsatisfiable schema is the caller's mistake too.
+    // An unsatisfiable schema or one past a limit is the caller's to change: a 400, never a
+    // 429 that clients would retry.
     if (grammar.status().code() == StatusCode::kFailedPrecondition) {
       return InvalidArgumentError(grammar.status().message());
+    }
+    if (grammar.status().code() == StatusCode::kResourceExhausted) {
+      return InvalidArgumentError("the " + std::string(spec.kind_name()) + " is too complex: " + grammar.status().message());
     }
     return grammar.status();
   }

@@ -212,6 +212,24 @@ TEST_F(JsonSchemaTest, UnsupportedKeywordsNameThemselvesAndTheirPointer) {
   EXPECT_FALSE(CompileJsonSchema("false").ok());
 }
 
+// Issue 54, D14: counts must be non-negative integers (JSON Schema's own rule); -5 was ignored
+// and 1e300 converted to an integer (undefined behaviour). A huge maximum bounds nothing.
+TEST(JsonSchemaCounts, CountsThatAreNotNonNegativeIntegersAreRefused) {
+  for (const char* schema : {R"({"type": "string", "maxLength": -5})", R"({"type": "string", "minLength": 1e300})",
+                             R"({"type": "array", "minItems": 2.5})", R"({"type": "object", "maxProperties": "3"})",
+                             R"({"allOf": [{"maxLength": 3}, {"maxLength": -1}]})",
+                             R"({"type": "array", "items": {"type": "string", "minLength": -1}})"}) {
+    StatusOr<CompiledSchema> c = CompileJsonSchema(schema);
+    ASSERT_FALSE(c.ok()) << schema;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << schema;
+  }
+  for (const char* schema : {R"({"type": "string", "maxLength": 1e300})", R"({"type": "array", "maxItems": 1e300})",
+                             R"({"type": "string", "minLength": 2.0, "maxLength": 4})"}) {
+    StatusOr<CompiledSchema> c = CompileJsonSchema(schema);
+    EXPECT_TRUE(c.ok()) << schema << ": " << c.status().ToString();
+  }
+}
+
 // OpenAPI's int32/int64 formats (Kubernetes schemas): whole numbers in range, as ajv-formats
 // checks them (a random model once wrote 12052890722 for an int32).
 TEST_F(JsonSchemaTest, OpenApiIntegerFormatsBoundTheValue) {
