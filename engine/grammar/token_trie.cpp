@@ -120,26 +120,4 @@ TokenMask TokenTrie::DfaMask(const ByteDfa& dfa, int32_t state) const {
   return mask;
 }
 
-TokenMask TokenTrie::GrammarMask(EarleyRecognizer* recognizer) const {
-  TokenMask mask(vocab_size_);
-  const int base = recognizer->num_bytes();
-  const auto n = static_cast<int32_t>(nodes_.size());
-  for (int32_t i = 1; i < n;) {
-    const Node& node = nodes_[static_cast<size_t>(i)];
-    // The recognizer holds the path's first depth - 1 bytes.
-    recognizer->Rollback(recognizer->num_bytes() - (base + node.depth - 1));
-    if (!recognizer->Advance(node.byte)) {
-      i = node.end;
-      continue;
-    }
-    for (int32_t t = node.tokens_begin; t < node.tokens_end; ++t) mask.Set(node_tokens_[static_cast<size_t>(t)]);
-    ++i;
-  }
-  recognizer->Rollback(recognizer->num_bytes() - base);
-  if (recognizer->AcceptsEnd()) {
-    for (int32_t id : eog_) mask.Set(id);
-  }
-  return mask;
-}
-
 }  // namespace kvserve

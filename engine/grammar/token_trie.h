@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/grammar/earley.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_mask.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -69,11 +68,6 @@ class TokenTrie {
   // The tokens whose bytes keep `dfa` alive from `state` (each is the prefix of a match), plus
   // the end-of-generation tokens when `state` accepts. Nothing when `state` is dead.
   TokenMask DfaMask(const ByteDfa& dfa, int32_t state) const;
-  // The tokens whose bytes `recognizer` can consume from where it is, plus the
-  // end-of-generation tokens when what it consumed is a sentence; `recognizer` ends where it
-  // started. Exact for any grammar; a byte costs an Earley step (the reference for faster
-  // masks).
-  TokenMask GrammarMask(EarleyRecognizer* recognizer) const;
 
  private:
   int32_t vocab_size_;

@@ -1,5 +1,5 @@
 // Fuzz target: the GBNF parser and the Earley recognizer of structured outputs
-// (engine/grammar/grammar.h, earley.h); grammars come from clients.
+// (engine/grammar/grammar.h; tests/reference/earley.h, the reference recognizer); grammars come from clients.
 //
 // Input: a grammar, then optionally '\0' and a text to follow through it.
 //
@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "engine/grammar/earley.h"
+#include "tests/reference/earley.h"
 #include "engine/grammar/grammar.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

