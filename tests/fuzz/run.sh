@@ -48,18 +48,30 @@ fuzz_one() {
   local dict=()
   [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
   local start=$SECONDS rc
-  # OMP: the CPU backend runs one thread; ASan: fail on leaks too.
+  touch "$log.start"  # artifacts newer than this are this run's
+  # OMP: the CPU backend runs one thread. ASan: fail on leaks too, but a finding must end the
+  # process fast: an input may hold at most 1 GiB (-malloc_limit_mb, the RSS limit's default),
+  # so LeakSanitizer never walks a multi-GiB heap at exit, and a process that still does not
+  # end is killed (SIGKILL) a minute after its time: the stage can fail, never hang.
   OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-    "$bin" "$work" "$here/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
-      -max_len=16384 -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1
+    timeout -s KILL $((seconds + 60)) \
+    "$bin" "$work" "$here/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
+      -malloc_limit_mb=1024 -max_len=16384 -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1
   rc=$?
   {
     echo "== $t: ${seconds} s"
     grep -E '^stat::(number_of_executed_units|peak_rss_mb|new_units_added)|^#[0-9]+ +DONE' "$log" | sed 's/^/   /'
     echo "   corpus: $(ls "$work" | wc -l) inputs in $work; $((SECONDS - start)) s; exit $rc"
     if [ $rc -ne 0 ]; then
+      [ $rc -eq 137 ] && echo "   KILLED: still running $((seconds + 60)) s after its start"
       echo "   FAILED: see $log"
-      grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written' "$log" | head -20
+      grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written|Slowest unit' "$log" | head -20
+      # The inputs that failed, so CI's log alone reproduces them (their first 512 bytes).
+      find "$artifacts" -type f -newer "$log.start" | while read -r a; do
+        echo "   artifact $a ($(stat -c %s "$a") bytes), hex:"
+        head -c 512 "$a" | od -An -tx1 -v | tr -d ' \n' | fold -w 96 | sed 's/^/     /'
+        echo
+      done
     fi
   } >"$log.summary"
   return $rc
