@@ -7,6 +7,7 @@
 // under the key of (tenant, id) and the identity of the model and KV layout (StateDir checks
 // both and the checksum). A record is read back once: the session in memory is the truth
 // from then on, and the file goes.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -108,6 +109,13 @@ bool ChatSessionStore::RestoreFromDisk(ChatSession* s) {
   if (num_tokens == 0 || !in.Has(size_t{num_tokens} * sizeof(int32_t))) return false;
   std::vector<int32_t> tokens(num_tokens);
   std::memcpy(tokens.data(), in.Take(tokens.size() * sizeof(int32_t)).data(), tokens.size() * sizeof(int32_t));
+  // A record that passes its checksum may still have been written by hand or by another build:
+  // the ids are decoded and matched against prompts, so each must be in the vocabulary.
+  const int32_t vocab = tokenizer_->vocab_size();
+  if (std::any_of(tokens.begin(), tokens.end(), [vocab](int32_t t) { return t < 0 || t >= vocab; })) {
+    LOG_WARN("a chat session's state record has token ids outside the vocabulary; its next turn recomputes");
+    return false;
+  }
   const uint32_t num_ranges = in.Get<uint32_t>();
   std::vector<TokenRange> generated;
   for (uint32_t i = 0; in.ok() && i < num_ranges; ++i) {

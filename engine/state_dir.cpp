@@ -1,12 +1,15 @@
 // StateDir (see state_dir.h).
 #include "engine/state_dir.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 #include <vector>
 
@@ -96,22 +99,132 @@ std::string StateIdentity(const Model& model, const KvSpec& spec) {
   return h.Finish();
 }
 
+namespace {
+
+constexpr char kMarker[] = "KVSERVE-STATE";  // in every directory kvserve made its own
+constexpr const char* kKinds[] = {"sessions", "responses"};
+
+bool IsRecordName(const std::string& name) {
+  if (name.size() != 64 + 4 || !name.ends_with(".rec")) return false;
+  return std::all_of(name.begin(), name.end() - 4, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// mkdir with 0700 (state is private to the server's user); an existing directory keeps its
+// mode unless `tighten`.
+bool MakePrivateDir(const std::string& path, bool tighten) {
+  if (::mkdir(path.c_str(), 0700) == 0) return true;
+  if (errno != EEXIST) return false;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  return !tighten || ::chmod(path.c_str(), 0700) == 0;
+}
+
+bool WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// fsync of a directory: a rename or unlink in it survives a power loss once this returns.
+void SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<StateDir>> StateDir::Open(const std::string& dir, int64_t max_bytes) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    return InvalidArgumentError("--state-dir: cannot create directory '" + dir + "': " + ec.message());
+  const bool existed = fs::exists(dir, ec);
+  if (!existed) fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path(), ec);
+  if (!MakePrivateDir(dir, /*tighten=*/false)) {
+    return InvalidArgumentError("--state-dir: cannot create directory '" + dir + "': " + std::strerror(errno));
   }
-  return std::unique_ptr<StateDir>(new StateDir(dir, max_bytes));
+  // kvserve deletes what it wrote there (records past the bound, invalid ones): a directory
+  // that holds anything else is the operator's, not ours to clean.
+  const bool marked = fs::exists(fs::path(dir) / kMarker, ec);
+  if (!marked) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      const bool ours = std::find(std::begin(kKinds), std::end(kKinds), name) != std::end(kKinds) && e.is_directory(ec);
+      if (!ours) {
+        return InvalidArgumentError("--state-dir: '" + dir + "' is not empty and is not a kvserve state directory (it has '" +
+                                    name + "'); give an empty or new directory");
+      }
+    }
+    const int fd = ::open((fs::path(dir) / kMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || !WriteAll(fd, "kvserve state directory: records of chat sessions and responses\n")) {
+      if (fd >= 0) ::close(fd);
+      return InvalidArgumentError("--state-dir: cannot write in '" + dir + "': " + std::strerror(errno));
+    }
+    ::fsync(fd);
+    ::close(fd);
+  }
+  ::chmod(dir.c_str(), 0700);
+  std::unique_ptr<StateDir> state(new StateDir(dir, max_bytes));
+  // The index: every record, oldest use first (by mtime, which Read touches); leftovers of a
+  // write a crash interrupted go.
+  struct Found {
+    fs::file_time_type mtime;
+    std::string path;
+    int64_t size;
+  };
+  std::vector<Found> found;
+  for (const char* kind : kKinds) {
+    const fs::path sub = fs::path(dir) / kind;
+    if (!fs::is_directory(fs::symlink_status(sub, ec))) continue;
+    ::chmod(sub.c_str(), 0700);
+    for (const auto& e : fs::directory_iterator(sub, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.ends_with(".rec.tmp") && IsRecordName(name.substr(0, name.size() - 4))) {
+        fs::remove(e.path(), ec);
+      } else if (IsRecordName(name) && e.is_regular_file(ec) && !e.is_symlink(ec)) {
+        found.push_back({e.last_write_time(ec), e.path().string(), static_cast<int64_t>(e.file_size(ec))});
+      }
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  for (const Found& f : found) state->IndexLocked(f.path, f.size);
+  return state;
 }
 
 std::string StateDir::PathOf(std::string_view kind, std::string_view key) const {
   return dir_ + "/" + std::string(kind) + "/" + Hex(Sha256(key)) + ".rec";
 }
 
+void StateDir::IndexLocked(const std::string& path, int64_t size) {
+  UnindexLocked(path);
+  const uint64_t tick = ++tick_;
+  records_[path] = {size, tick};
+  by_use_[tick] = path;
+  total_bytes_ += size;
+}
+
+void StateDir::UnindexLocked(const std::string& path) {
+  const auto it = records_.find(path);
+  if (it == records_.end()) return;
+  total_bytes_ -= it->second.size;
+  by_use_.erase(it->second.tick);
+  records_.erase(it);
+}
+
+void StateDir::RemoveLocked(const std::string& path) {
+  ::unlink(path.c_str());
+  UnindexLocked(path);
+}
+
 Status StateDir::Write(std::string_view kind, std::string_view key, std::string_view identity,
                        std::string_view payload) {
   if (identity.size() != kHashBytes) return InvalidArgumentError("state identity must be 32 bytes");
+  if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
+    return InvalidArgumentError("unknown state record kind");
+  }
   std::string head(kMagic, sizeof(kMagic));
   head.append(identity);
   Append(&head, static_cast<uint32_t>(key.size()));
@@ -121,49 +234,67 @@ Status StateDir::Write(std::string_view kind, std::string_view key, std::string_
   h.Add(head);
   h.Add(payload);
   const std::string checksum = h.Finish();
+  const auto size = static_cast<int64_t>(head.size() + payload.size() + checksum.size());
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = PathOf(kind, key);
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (max_bytes_ > 0 && size > max_bytes_) {
+    RemoveLocked(path);  // the old record would answer for a state that moved on
+    return ResourceExhaustedError("the record is larger than --state-max-bytes");
+  }
+  const std::string sub = dir_ + "/" + std::string(kind);
+  if (!MakePrivateDir(sub, /*tighten=*/false)) return InternalError("could not create " + sub);
+  // Written to a temporary name, flushed to the disk, then renamed and the rename flushed: a
+  // crash or power loss leaves the old record or the new one, never a torn one.
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(head.data(), static_cast<std::streamsize>(head.size()));
-    out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-    out.write(checksum.data(), static_cast<std::streamsize>(checksum.size()));
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return InternalError("could not write " + tmp);
-    }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return InternalError("could not create " + tmp + ": " + std::strerror(errno));
+  const bool written = WriteAll(fd, head) && WriteAll(fd, payload) && WriteAll(fd, checksum) && ::fsync(fd) == 0;
+  const int write_errno = errno;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(written ? errno : write_errno);
+    ::unlink(tmp.c_str());
+    return InternalError("could not write " + path + ": " + why);
   }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return InternalError("could not rename " + tmp + ": " + ec.message());
-  }
+  SyncDir(sub);
+  IndexLocked(path, size);
   EnforceBoundLocked(path);
-  if (!fs::exists(path)) return ResourceExhaustedError("the record is larger than --state-max-bytes");
   return OkStatus();
 }
 
 std::optional<std::string> StateDir::Read(std::string_view kind, std::string_view key, std::string_view identity) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = PathOf(kind, key);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
+  if (!records_.contains(path)) return std::nullopt;  // the index knows every record
   std::string data;
   {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    data.resize(static_cast<size_t>(std::max<std::streamoff>(0, in.tellg())));
-    in.seekg(0);
-    in.read(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!in) data.clear();  // unreadable: rejected as truncated below
+    // Regular files only: a FIFO, device or directory placed at a record's path must neither
+    // block this thread nor be read whole into memory.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    const int64_t cap = max_bytes_ > 0 ? max_bytes_ : int64_t{1} << 40;
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > cap) {
+      if (fd >= 0) ::close(fd);
+      LOG_WARN("state file {} ignored: not a regular file of at most {} bytes", path, cap);
+      UnindexLocked(path);
+      return std::nullopt;
+    }
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t at = 0;
+    while (at < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + at, data.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    data.resize(at);  // shorter than its size said: rejected as truncated below
+    ::futimens(fd, nullptr);  // recently used, also for the order after a restart
+    ::close(fd);
   }
   auto reject = [&](const char* why) -> std::optional<std::string> {
     LOG_WARN("state file {} ignored and removed: {}", path, why);
-    fs::remove(path, ec);
+    RemoveLocked(path);
     return std::nullopt;
   };
   const size_t fixed = sizeof(kMagic) + kHashBytes + sizeof(uint32_t) + sizeof(uint64_t) + kHashBytes;
@@ -192,7 +323,7 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
   std::memcpy(&payload_len, data.data() + at, sizeof(payload_len));
   at += sizeof(payload_len);
   if (payload_len != data.size() - at - kHashBytes) return reject("bad payload length");
-  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
+  IndexLocked(path, static_cast<int64_t>(data.size()));  // now the most recently used
   data.resize(data.size() - kHashBytes);
   data.erase(0, at);
   return data;
@@ -200,44 +331,27 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
 
 bool StateDir::Remove(std::string_view kind, std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::error_code ec;
-  return fs::remove(PathOf(kind, key), ec);
+  const std::string path = PathOf(kind, key);
+  const bool had = records_.contains(path);
+  if (had) {
+    RemoveLocked(path);
+    SyncDir(dir_ + "/" + std::string(kind));  // a deleted conversation stays deleted
+  }
+  return had;
 }
 
 int64_t StateDir::used_bytes() {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t total = 0;
-  std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(dir_, ec)) {
-    if (e.is_regular_file(ec) && e.path().extension() == ".rec") total += static_cast<int64_t>(e.file_size(ec));
-  }
-  return total;
+  return total_bytes_;
 }
 
 void StateDir::EnforceBoundLocked(const std::string& keep) {
   if (max_bytes_ <= 0) return;
-  struct File {
-    fs::file_time_type mtime;
-    int64_t size;
-    fs::path path;
-  };
-  std::vector<File> files;
-  int64_t total = 0;
-  std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(dir_, ec)) {
-    if (!e.is_regular_file(ec) || e.path().extension() != ".rec") continue;
-    files.push_back({e.last_write_time(ec), static_cast<int64_t>(e.file_size(ec)), e.path()});
-    total += files.back().size;
-  }
-  if (total <= max_bytes_) return;
-  // Oldest first; the record just written last of all.
-  std::sort(files.begin(), files.end(), [&](const File& a, const File& b) {
-    const bool ka = a.path == keep, kb = b.path == keep;
-    return ka != kb ? kb : a.mtime < b.mtime;
-  });
-  for (const File& f : files) {
-    if (total <= max_bytes_) break;
-    if (fs::remove(f.path, ec)) total -= f.size;
+  // Least recently used first, from the index: never a scan of the directory.
+  for (auto it = by_use_.begin(); total_bytes_ > max_bytes_ && it != by_use_.end();) {
+    const std::string path = it->second;
+    ++it;
+    if (path != keep) RemoveLocked(path);
   }
 }
 
