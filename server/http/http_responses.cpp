@@ -58,7 +58,7 @@ HttpRouter::Result HttpRouter::Responses(const HttpRequestInfo& request, std::st
   }
   OpenAiRequest& q = rq.generation;
   ResponsesTurnInfo info;
-  info.id = fmt::format("resp_{:08x}{:016x}", static_cast<uint32_t>(id_nonce_), next_id_.fetch_add(1));
+  info.id = RandomId("resp_");
   info.model = ctx_->model_id;
   info.created_at = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();

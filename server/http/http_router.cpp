@@ -5,8 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <random>
+
+#include <openssl/rand.h>
 
 #include "common/log.h"
 #include "server/api/metrics.h"
@@ -83,6 +86,25 @@ bool MethodAllowed(std::string_view methods, std::string_view method) {
 // The path of a request target ("/v1/models?x=1" -> "/v1/models").
 std::string_view PathOf(std::string_view target) { return target.substr(0, target.find('?')); }
 
+// A path segment with its %XX escapes decoded (RFC 3986: clients escape a space, '?', '#', '%',
+// '/' and every non-ASCII byte of an id); nullopt when an escape is malformed.
+std::optional<std::string> PercentDecoded(std::string_view s) {
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1; };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
 HttpReply Error(Status status, std::string code = "", std::string param = "") {
   return ErrorReply(ApiError{std::move(status), std::move(param), std::move(code), 0});
 }
@@ -102,13 +124,18 @@ bool HttpRouter::IsHeavy(const HttpRequestInfo& request) {
 
 HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
-      id_nonce_(std::random_device{}()),
       label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()),
       responses_(std::make_shared<ResponseStore>(4096, ctx->state.get())) {}
 
-std::string HttpRouter::NextId(ApiKind kind) {
-  return fmt::format("{}-{:08x}{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl",
-                     static_cast<uint32_t>(id_nonce_), next_id_.fetch_add(1));
+std::string HttpRouter::RandomId(std::string_view prefix) {
+  std::array<unsigned char, 16> bits;
+  if (RAND_bytes(bits.data(), static_cast<int>(bits.size())) != 1) {
+    thread_local std::mt19937_64 fallback(std::random_device{}());  // only if OpenSSL's pool fails
+    for (unsigned char& b : bits) b = static_cast<unsigned char>(fallback());
+  }
+  std::string id(prefix);
+  for (unsigned char b : bits) id += fmt::format("{:02x}", b);
+  return id;
 }
 
 HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
@@ -251,7 +278,12 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     case Route::kSession: {
       // DELETE /v1/sessions/{id}: ends the caller's chat session (its request, if one runs,
       // is aborted) and frees its blocks; 404 when the caller has no such session.
-      const std::string id(path.substr(kSessionsPath.size() + 1));
+      const std::optional<std::string> decoded = PercentDecoded(path.substr(kSessionsPath.size() + 1));
+      if (!decoded) {
+        result.reply = Error(InvalidArgumentError("the session id in the path has a malformed %-escape"));
+        return result;
+      }
+      const std::string& id = *decoded;
       const Status ended = ctx_->engine->EndSession(tenant.value_or(""), id, /*timeout_seconds=*/10);
       if (!ended.ok()) {
         result.reply = Error(ended, ended.code() == StatusCode::kNotFound ? "session_not_found" : "");
@@ -317,7 +349,7 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
   Engine& engine = *ctx_->engine;
   ResponseMeta meta;
   meta.kind = kind;
-  meta.id = NextId(kind);
+  meta.id = RandomId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
   meta.created = UnixNow();
   meta.model = ctx_->model_id;
   meta.logprobs = q.logprobs;

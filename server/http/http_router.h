@@ -74,14 +74,14 @@ class HttpRouter {
   // /v1/responses and /v1/responses/{id}[/input_items] (`rest`: what follows the prefix);
   // http_responses.cpp.
   Result Responses(const HttpRequestInfo& request, std::string_view rest, const std::string& tenant);
-  std::string NextId(ApiKind kind);
+  // `prefix` and 128 random bits in hex (as OpenAI's ids: nothing to enumerate, nothing said of
+  // how many requests came before).
+  static std::string RandomId(std::string_view prefix);
 
   ServerContext* ctx_;
   ApiKeyAuth auth_;
   RequestBuilder builder_;
   const int64_t created_;  // unix seconds at start, for /v1/models and responses
-  std::atomic<uint64_t> next_id_{1};
-  const uint64_t id_nonce_;
   const uint64_t label_key_;  // keys the labels of other tenants' cache owners (console.h)
   std::shared_ptr<ResponseStore> responses_;  // stored responses (shared with their jobs)
 };

@@ -358,6 +358,25 @@ TEST_F(HttpRouterTest, DeleteSessionEndsTheCallersSessionOnly) {
   EXPECT_EQ(Call(router, "GET", "/v1/sessions/mine", "", "Bearer sk-a").reply->status, 405);
 }
 
+// Issue 54, D15: the id in DELETE /v1/sessions/{id} is percent-decoded, as clients encode it
+// (encodeURIComponent, urllib.parse.quote): ids with a space, '?', '#', '%' or non-ASCII end.
+TEST_F(HttpRouterTest, DeleteSessionDecodesItsPercentEscapes) {
+  HttpRouter router(&ctx_);
+  const std::string id = "a b?#%\xC3\xA9/x";
+  HttpRouter::Result turn = Call(router, "POST", "/v1/completions",
+                                 json{{"model", "stories"}, {"prompt", "Once"}, {"max_tokens", 2}, {"session_id", id}}.dump());
+  ASSERT_TRUE(turn.job);
+  ASSERT_EQ(Run(*turn.job).second, 200);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().chat_sessions == 1; }));
+  EXPECT_EQ(Call(router, "DELETE", "/v1/sessions/a%2").reply->status, 400);
+  EXPECT_EQ(Call(router, "DELETE", "/v1/sessions/a%zzb").reply->status, 400);
+  HttpRouter::Result ended = Call(router, "DELETE", "/v1/sessions/a%20b%3F%23%25%c3%A9%2Fx");
+  ASSERT_TRUE(ended.reply);
+  EXPECT_EQ(ended.reply->status, 200) << ended.reply->body;
+  EXPECT_EQ(json::parse(ended.reply->body)["id"], id);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().chat_sessions == 0; }));
+}
+
 TEST_F(HttpRouterTest, PriorityIsTheOperatorsChoice) {
   const std::string body = R"({"model":"stories","prompt":"Once","max_tokens":2,"priority":-100})";
   {
