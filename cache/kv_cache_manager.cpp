@@ -234,6 +234,8 @@ void KvCacheManager::set_record_prefix_events(bool on) { impl_->index.set_record
 
 std::vector<PrefixEvent> KvCacheManager::TakePrefixEvents() { return impl_->index.TakeEvents(); }
 
+std::vector<PrefixEvent> KvCacheManager::SnapshotPrefixEvents() const { return impl_->index.Snapshot(); }
+
 void KvCacheManager::Free(SeqId seq) {
   auto it = impl_->seqs.find(seq);
   if (it == impl_->seqs.end()) return;

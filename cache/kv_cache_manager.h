@@ -207,6 +207,8 @@ class KvCacheManager {
   // (PrefixIndex::set_record_events); TakePrefixEvents hands them over in order.
   void set_record_prefix_events(bool on);
   std::vector<PrefixEvent> TakePrefixEvents();
+  // The prefix index now, as the events that build it (PrefixIndex::Snapshot).
+  std::vector<PrefixEvent> SnapshotPrefixEvents() const;
 
   // Pool, tables, prefix index and host tier are mutually consistent: ref counts equal the
   // number of holders, free-list membership matches ref counts, published blocks are full

@@ -73,6 +73,17 @@ std::optional<PrefixRef> PrefixIndex::Publish(BlockId id, const BlockHash& hash,
   return PrefixRef{id, m.epoch};
 }
 
+std::vector<PrefixEvent> PrefixIndex::Snapshot() const {
+  std::vector<PrefixEvent> out;
+  out.reserve(map_.size());
+  for (const auto& [hash, id] : map_) {
+    const BlockMeta& m = meta_[static_cast<size_t>(id)];
+    out.push_back({PrefixEvent::Kind::kStored, {id, m.epoch}, m.parent, m.tokens, m.salt});
+  }
+  std::sort(out.begin(), out.end(), [](const PrefixEvent& a, const PrefixEvent& b) { return a.block.epoch < b.block.epoch; });
+  return out;
+}
+
 void PrefixIndex::Remove(BlockId id) {
   BlockMeta& m = meta_[Checked(id)];
   CHECK(m.indexed) << "block " << id << " is not in the prefix index";

@@ -87,6 +87,9 @@ class PrefixIndex {
   // change nothing, none); TakeEvents hands them over in order.
   void set_record_events(bool on) { record_events_ = on; }
   std::vector<PrefixEvent> TakeEvents() { return std::move(events_); }
+  // The index as it is now, as the kStored events that would build it: every indexed block,
+  // in the order it was published (a parent before its children).
+  std::vector<PrefixEvent> Snapshot() const;
 
   bool indexed(BlockId id) const { return meta_[Checked(id)].indexed; }
   // REQUIRES: indexed(id).

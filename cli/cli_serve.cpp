@@ -278,7 +278,10 @@ int RunServe(ServeOptions& o) {
   if (!kv_events.ok()) return ReportError(kCommand, kv_events.status().message(), kExitUsageError);
   if (*kv_events) {
     ctx.kv_events = &(*kv_events)->counters();
-    plan->config.prefix_event_sink = [p = kv_events->get()](std::vector<PrefixEvent> events) { p->Enqueue(std::move(events)); };
+    plan->config.prefix_event_sink = [p = kv_events->get()](std::vector<PrefixEvent> events,
+                                                            const std::function<std::vector<PrefixEvent>()>& current_state) {
+      p->Enqueue(std::move(events), current_state);
+    };
   }
   StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(&*plan, model);
   if (!engine.ok()) return ReportError(kCommand, engine.status().message(), kExitRuntimeError);

@@ -102,8 +102,11 @@ struct EngineConfig {
   Profiler* profiler = nullptr;
   // KV events (a router's view of the prefix cache): called on the engine thread after each
   // step with the blocks the prefix index published or forgot since the last call, in order.
-  // It must return quickly (hand them to another thread). Null: nothing is recorded.
-  std::function<void(std::vector<PrefixEvent>)> prefix_event_sink;
+  // It must return quickly (hand them to another thread). `current_state` gives the whole
+  // index as events (for a sink that lost events and must start over: KvEventPublisher's
+  // overflow); call it only during the sink call. Null: nothing is recorded.
+  std::function<void(std::vector<PrefixEvent> events, const std::function<std::vector<PrefixEvent>()>& current_state)>
+      prefix_event_sink;
   EngineTestHooks test_hooks;
 };
 

@@ -527,7 +527,9 @@ void EngineCore::PublishStats(bool full) {
   Profiler::Scope scope(config_.profiler, ProfileOp::kPublish);
   if (config_.prefix_event_sink) {
     std::vector<PrefixEvent> events = cache_->TakePrefixEvents();
-    if (!events.empty()) config_.prefix_event_sink(std::move(events));
+    if (!events.empty()) {
+      config_.prefix_event_sink(std::move(events), [this] { return cache_->SnapshotPrefixEvents(); });
+    }
   }
   const Clock::time_point now = Clock::now();
   throughput_window_.emplace_back(now, stats_.generation_tokens_total);

@@ -64,6 +64,8 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Start(const KvEven
     if (!options.replay_endpoint.empty()) {
       flag = "--kv-events-replay-endpoint", address = options.replay_endpoint;
       sockets->replay.set(zmq::sockopt::linger, 0);
+      // A request is 8 bytes: a peer that sends more is dropped before it costs memory.
+      sockets->replay.set(zmq::sockopt::maxmsgsize, int64_t{256});
       sockets->replay.bind(options.replay_endpoint);
       sockets->has_replay = true;
     }
@@ -84,15 +86,19 @@ KvEventPublisher::~KvEventPublisher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void KvEventPublisher::Enqueue(std::vector<PrefixEvent> events) {
+void KvEventPublisher::Enqueue(std::vector<PrefixEvent> events,
+                               const std::function<std::vector<PrefixEvent>()>& current_state) {
   if (events.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= options_.max_queue) {
-      queue_.pop_front();
-      counters_.batches_dropped.fetch_add(1, std::memory_order_relaxed);
+      // What the queue held, and this step, are in the index's state now: start over from it.
+      counters_.batches_dropped.fetch_add(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+      queue_.clear();
+      queue_.push_back({next_seq_++, /*reset=*/true, current_state()});
+    } else {
+      queue_.push_back({next_seq_++, /*reset=*/false, std::move(events)});
     }
-    queue_.push_back(std::move(events));
   }
   cv_.notify_one();
 }
@@ -100,8 +106,7 @@ void KvEventPublisher::Enqueue(std::vector<PrefixEvent> events) {
 void KvEventPublisher::Run(Sockets* s) {
   KvEventTranslator translator(options_.hash_seed);
   std::deque<std::pair<uint64_t, std::string>> ring;  // the last buffer_steps batches, for replay
-  uint64_t seq = 0;
-  const auto publish = [&](const std::vector<KvWireEvent>& events) {
+  const auto publish = [&](uint64_t seq, const std::vector<KvWireEvent>& events) {
     std::string payload = EncodeKvEventBatch(NowSeconds(), events, options_.block_size);
     s->pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
     s->pub.send(zmq::buffer(SeqBytes(seq)), zmq::send_flags::sndmore);
@@ -110,7 +115,6 @@ void KvEventPublisher::Run(Sockets* s) {
       ring.emplace_back(seq, std::move(payload));
       if (ring.size() > static_cast<size_t>(options_.buffer_steps)) ring.pop_front();
     }
-    ++seq;
     counters_.batches_published.fetch_add(1, std::memory_order_relaxed);
   };
   const auto serve_replays = [&] {
@@ -136,9 +140,11 @@ void KvEventPublisher::Run(Sockets* s) {
   };
 
   try {
-    publish({{KvWireEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}}});
+    const KvWireEvent cleared{KvWireEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}};
+    publish(0, {cleared});
     for (bool done = false; !done;) {
-      std::deque<std::vector<PrefixEvent>> work;
+      if (options_.test_before_round) options_.test_before_round();
+      std::deque<Batch> work;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait_for(lock, std::chrono::milliseconds(s->has_replay ? 20 : 500),
@@ -146,9 +152,16 @@ void KvEventPublisher::Run(Sockets* s) {
         work.swap(queue_);
         done = stop_;
       }
-      for (const std::vector<PrefixEvent>& step : work) {
-        std::vector<KvWireEvent> wire = translator.Translate(step);
-        if (!wire.empty()) publish(wire);
+      // Every numbered batch is published, empty or not: a missing number means a loss.
+      for (const Batch& b : work) {
+        std::vector<KvWireEvent> wire;
+        if (b.reset) {
+          translator.Reset();
+          wire.push_back(cleared);
+        }
+        std::vector<KvWireEvent> step = translator.Translate(b.events);
+        wire.insert(wire.end(), std::make_move_iterator(step.begin()), std::make_move_iterator(step.end()));
+        publish(b.seq, wire);
       }
       if (s->has_replay) serve_replays();
     }

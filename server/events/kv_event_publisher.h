@@ -11,17 +11,20 @@
 //     and gets every batch still buffered from there, each as [topic, seq, batch], then the
 //     end marker ["", ff ff ff ff ff ff ff ff, ""]. The last `buffer_steps` batches are kept.
 //
-// Enqueue runs on the engine thread and only moves the events into a queue; hashing, encoding
-// and sockets live on the publisher's own thread. A queue beyond `max_queue` batches (a stuck
-// network) drops the oldest and counts it; ZMQ drops what its high-water mark cannot hold, as
-// vLLM's does: a subscriber that misses batches sees a gap in the sequence numbers and can
-// replay.
+// Enqueue runs on the engine thread and only moves the events into a queue, numbered there;
+// hashing, encoding and sockets live on the publisher's own thread. Events are never lost
+// silently: when the queue holds `max_queue` batches (a publisher that cannot keep up), the
+// queued batches are dropped (their numbers never appear: subscribers see the gap) and the
+// next batch is AllBlocksCleared followed by every block the prefix index holds now, so a
+// subscriber that applies batches in order ends with the engine's exact view again. ZMQ drops
+// what its high-water mark cannot hold, as vLLM's does: a gap, which replay fills.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +51,8 @@ struct KvEventsOptions {
   int buffer_steps = 10000;
   int hwm = 100000;
   size_t max_queue = 100000;
+  // Tests: runs on the publisher thread before it takes each round of queued batches.
+  std::function<void()> test_before_round;
 };
 
 class KvEventPublisher {
@@ -60,8 +65,9 @@ class KvEventPublisher {
   KvEventPublisher(const KvEventPublisher&) = delete;
   KvEventPublisher& operator=(const KvEventPublisher&) = delete;
 
-  // One engine step's prefix events. Thread-safe; never blocks on the network.
-  void Enqueue(std::vector<PrefixEvent> events);
+  // One engine step's prefix events. `current_state` (the whole index as events, engine
+  // thread) is called only when the queue overflowed. Never blocks on the network.
+  void Enqueue(std::vector<PrefixEvent> events, const std::function<std::vector<PrefixEvent>()>& current_state);
 
   const KvEventCounters& counters() const { return counters_; }
 
@@ -73,7 +79,13 @@ class KvEventPublisher {
   const KvEventsOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<PrefixEvent>> queue_;
+  struct Batch {
+    uint64_t seq;
+    bool reset;  // AllBlocksCleared, then `events` (the whole index)
+    std::vector<PrefixEvent> events;
+  };
+  std::deque<Batch> queue_;
+  uint64_t next_seq_ = 1;  // 0: the AllBlocksCleared of the start
   bool stop_ = false;
   KvEventCounters counters_;
   std::unique_ptr<Sockets> sockets_;

@@ -49,6 +49,9 @@ class KvEventTranslator {
   // skipped and counted, as are its descendants.
   std::vector<KvWireEvent> Translate(const std::vector<PrefixEvent>& events);
 
+  // Forgets every published block (after an AllBlocksCleared).
+  void Reset() { blocks_.clear(); }
+
   size_t num_known_blocks() const { return blocks_.size(); }
   int64_t num_orphans() const { return orphans_; }
 

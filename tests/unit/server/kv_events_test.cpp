@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,8 +172,9 @@ TEST(KvEventPublisher, PublishesBatchesAndReplaysThem) {
   sub.set(zmq::sockopt::subscribe, "kv@");
   sub.connect(o.endpoint);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ's slow joiner: let the subscription arrive
-  (*pub)->Enqueue({Stored(1, 1, kPrefixRoot, Tokens(0, 16))});
-  (*pub)->Enqueue({Removed(1, 1)});
+  const auto no_state = [] { return std::vector<PrefixEvent>{}; };  // never asked: no overflow
+  (*pub)->Enqueue({Stored(1, 1, kPrefixRoot, Tokens(0, 16))}, no_state);
+  (*pub)->Enqueue({Removed(1, 1)}, no_state);
   std::vector<zmq::message_t> m = Receive(sub, 5000);
   ASSERT_EQ(m.size(), 3u);
   if (BigEndian(m[1]) == 0) m = Receive(sub, 5000);  // the AllBlocksCleared sent at start, if we joined in time
@@ -217,6 +220,99 @@ TEST(KvEventPublisher, PublishesBatchesAndReplaysThem) {
   EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1, 2}));
   EXPECT_EQ((*pub)->counters().batches_published.load(), 3);
   EXPECT_EQ((*pub)->counters().batches_dropped.load(), 0);
+}
+
+// A subscriber's view, built as a router builds it: the block hashes of BlockStored, less those
+// of BlockRemoved, cleared by AllBlocksCleared.
+void Apply(const zmq::message_t& payload, std::set<uint64_t>* view) {
+  msgpack::object_handle h = msgpack::unpack(static_cast<const char*>(payload.data()), payload.size());
+  const msgpack::object& events = h.get().via.array.ptr[1];
+  for (uint32_t i = 0; i < events.via.array.size; ++i) {
+    const msgpack::object& ev = events.via.array.ptr[i];
+    const std::string tag = ev.via.array.ptr[0].as<std::string>();
+    if (tag == "AllBlocksCleared") {
+      view->clear();
+      continue;
+    }
+    const msgpack::object& hashes = ev.via.array.ptr[1];
+    for (uint32_t j = 0; j < hashes.via.array.size; ++j) {
+      const uint64_t hash = hashes.via.array.ptr[j].as<uint64_t>();
+      if (tag == "BlockStored") {
+        view->insert(hash);
+      } else {
+        view->erase(hash);
+      }
+    }
+  }
+}
+
+// Issue 54: a queue overflow dropped batches before they were numbered, so a subscriber saw no
+// gap and kept blocks that were gone (or missed new ones) for good. Now the lost numbers show
+// as a gap and the batch after them rebuilds the view from the index itself.
+TEST(KvEventPublisher, AnOverflowShowsAGapAndTheNextBatchRebuildsTheViewExactly) {
+  const std::string dir = ::testing::TempDir();
+  KvEventsOptions o;
+  o.endpoint = "ipc://" + dir + "kv-events-overflow-" + std::to_string(getpid());
+  o.topic = "kv@pod@tiny";
+  o.hash_seed = "7";
+  o.block_size = 4;
+  o.max_queue = 2;
+  std::atomic<bool> hold{false};
+  o.test_before_round = [&hold] {
+    while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  StatusOr<std::unique_ptr<KvEventPublisher>> pub = KvEventPublisher::Start(o);
+  ASSERT_TRUE(pub.ok()) << pub.status().message();
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@");
+  sub.connect(o.endpoint);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ's slow joiner
+
+  // A real prefix index: chains published, extended and partly forgotten over 7 steps while
+  // the publisher is held, so its queue of 2 overflows (twice).
+  PrefixIndex index(64, 4, nullptr);
+  index.set_record_events(true);
+  const auto state = [&index] { return index.Snapshot(); };
+  auto publish = [&index](BlockId id, PrefixRef parent, const BlockHash& parent_hash, int first) {
+    const std::vector<int32_t> t = Tokens(first, 4);
+    const BlockHash h = index.Hash(parent_hash, t, "");
+    EXPECT_TRUE(index.Publish(id, h, parent_hash, parent, t, "").has_value());
+    return std::pair{index.ref(id), h};
+  };
+  hold = true;
+  BlockHash root{};
+  std::vector<std::pair<PrefixRef, BlockHash>> chain;
+  for (int step = 0; step < 7; ++step) {
+    for (int k = 0; k < 3; ++k) {
+      const BlockId id = step * 3 + k;
+      const auto [parent, parent_hash] = chain.empty() || k == 0 ? std::pair{kPrefixRoot, root} : chain.back();
+      chain.push_back(publish(id, parent, parent_hash, 100 * id));
+    }
+    if (step % 2 == 1) index.Remove(step * 3 + 2);  // the leaf of this step's chain
+    (*pub)->Enqueue(index.TakeEvents(), state);
+  }
+  hold = false;
+
+  std::set<uint64_t> view;
+  std::vector<uint64_t> seqs;
+  while (seqs.empty() || seqs.back() < 7) {
+    std::vector<zmq::message_t> m = Receive(sub, 5000);
+    ASSERT_EQ(m.size(), 3u) << "after " << seqs.size() << " batches";
+    seqs.push_back(BigEndian(m[1]));
+    Apply(m[2], &view);
+  }
+  // Batches 1-2 (queued when step 3 overflowed) and 4-5 (step 6) never appear.
+  EXPECT_EQ(seqs.back(), 7u);
+  EXPECT_LT(seqs.size(), 8u);
+  EXPECT_GE((*pub)->counters().batches_dropped.load(), 2);
+  // The view is exactly the index's blocks, hashed as a translator that saw every event would.
+  KvEventTranslator reference("7");
+  std::set<uint64_t> expected;
+  for (const KvWireEvent& e : reference.Translate(index.Snapshot())) expected.insert(e.hashes.begin(), e.hashes.end());
+  EXPECT_EQ(index.num_indexed(), 7 * 3 - 3);
+  EXPECT_EQ(expected.size(), static_cast<size_t>(index.num_indexed()));
+  EXPECT_EQ(view, expected);
 }
 
 TEST(KvEventPublisher, RefusesAddressesItCannotUse) {
