@@ -1,5 +1,6 @@
 // Grammar: a context-free grammar over bytes, what structured-output constraints that are not
-// regular compile to (GBNF grammars; JSON Schema with nesting, next). Terminals are byte
+// regular compile to through this form: GBNF grammars (JSON Schemas compile to LexGrammar,
+// lex_grammar.h). Terminals are byte
 // ranges; a code point class becomes a rule whose alternatives are its UTF-8 byte sequences.
 //
 // GBNF (llama.cpp's grammar format, so the grammars users have work):

@@ -11,9 +11,10 @@
 //   logprobs (completions: int; chat: bool) with top_logprobs (chat: int), logit_bias
 //   ({"<token id>": number}), ignore_eos, echo, stream (bools), stream_options
 //   ({include_usage: bool}), user, session_id, cache_salt (strings).
+// Tools (tools, tool_choice, the older functions / function_call) and response_format (text,
+// json_object, json_schema) are read into the request's tool calls and structured output.
 // Parameters kvserve does not implement are refused rather than ignored (400 naming them):
-// best_of > 1, a non-empty suffix, tools / functions / tool_choice other than "none",
-// function_call, response_format other than {"type": "text"}.
+// best_of > 1, a non-empty suffix.
 // Unknown fields are ignored; null means absent; a known field of the wrong type is an
 // INVALID_ARGUMENT ApiError whose `param` names it. n is in [1, kMaxChoices]; other value
 // ranges are checked later by SamplingParams::Validate (through Engine::Submit). Bodies nested

@@ -9,7 +9,7 @@
 #
 #   tests/fuzz/run.sh [--build] [--build-dir build-fuzz] [--seconds 60] [target...]
 #
-# Targets: openai_request gguf tokenizer chat_template (default: all). --build first configures
+# Targets: openai_request gguf tokenizer chat_template regex gbnf json_schema (default: all). --build first configures
 # the build directory with clang-14 (-DKVSERVE_FUZZ=ON) and builds the fuzzers (needs
 # clang-14 libclang-rt-14-dev libomp-14-dev; KVSERVE_BUILD_LOCK=FILE wraps ninja in flock).
 set -uo pipefail
