@@ -76,7 +76,8 @@ std::optional<PrefixRef> PrefixIndex::Publish(BlockId id, const BlockHash& hash,
 std::vector<PrefixEvent> PrefixIndex::Snapshot() const {
   std::vector<PrefixEvent> out;
   out.reserve(map_.size());
-  for (const auto& [hash, id] : map_) {
+  for (const auto& entry : map_) {
+    const BlockId id = entry.second;
     const BlockMeta& m = meta_[static_cast<size_t>(id)];
     out.push_back({PrefixEvent::Kind::kStored, {id, m.epoch}, m.parent, m.tokens, m.salt});
   }
