@@ -234,6 +234,13 @@ bool OutputProcessor::SampleStructured(Sequence* seq, std::span<float> logits, S
     parts_.stats->grammar_mask.Observe(Seconds(Clock::now() - start));
   }
   out.mask_ready = false;
+  if (out.grammar->exhausted()) {
+    // An ambiguous grammar whose parse grew past its bound: this request fails, the batch
+    // goes on (issue 54, D2).
+    LOG_WARN("request {}: the grammar's parse exceeded its work bound for one token", seq->request->id);
+    FinishSequence(seq, FinishReason::kError);
+    return false;
+  }
   const TokenMask& mask = out.mask;
   const int logprobs = seq->request->params.sampling.logprobs;
   const int allowed = mask.Count();

@@ -175,13 +175,24 @@ void LexEarley::Add(const Item& item) {
   // grammars stay far below 2^24 productions and 2^20 symbols in one: kMaxRules, GBNF's bound).
   const uint64_t key = (static_cast<uint64_t>(item.prod) << 40) | (static_cast<uint64_t>(item.dot) << 20) |
                        static_cast<uint64_t>(item.origin);
-  if (seen_.insert(key).second) sets_.back().items.push_back(item);
+  ++work_;
+  if (!seen_.insert(key).second) return;
+  Set& set = sets_.back();
+  const std::vector<int32_t>& symbols = prod_symbols_[static_cast<size_t>(item.prod)];
+  if (item.dot < static_cast<int32_t>(symbols.size()) && symbols[static_cast<size_t>(item.dot)] >= 0) {
+    set.waiting[symbols[static_cast<size_t>(item.dot)]].push_back(static_cast<int32_t>(set.items.size()));
+  }
+  set.items.push_back(item);
 }
 
 void LexEarley::Close() {
   Set& set = sets_.back();
   const int32_t here = static_cast<int32_t>(sets_.size()) - 1;
   for (size_t i = 0; i < set.items.size(); ++i) {
+    if (work_ - budget_start_ > kMaxWorkPerBudget) {
+      exhausted_ = true;  // the set is incomplete: nothing may be scanned from it
+      break;
+    }
     const Item item = set.items[i];
     const std::vector<int32_t>& symbols = prod_symbols_[static_cast<size_t>(item.prod)];
     if (item.dot < static_cast<int32_t>(symbols.size())) {
@@ -197,13 +208,13 @@ void LexEarley::Close() {
     const int32_t rule = prod_rule_[static_cast<size_t>(item.prod)];
     if (rule == g_->root && item.origin == 0) set.accepts_end = true;
     if (item.origin == here) continue;  // an empty derivation: prediction advanced past it
-    const std::vector<Item>& waiting = sets_[static_cast<size_t>(item.origin)].items;
-    for (size_t j = 0; j < waiting.size(); ++j) {
-      const Item w = waiting[j];
-      const std::vector<int32_t>& ws = prod_symbols_[static_cast<size_t>(w.prod)];
-      if (w.dot < static_cast<int32_t>(ws.size()) && ws[static_cast<size_t>(w.dot)] == rule) {
-        Add({w.prod, w.dot + 1, w.origin});
-      }
+    // Whoever waited for this rule at the origin moves on (an earlier, complete set).
+    const Set& origin = sets_[static_cast<size_t>(item.origin)];
+    const auto found = origin.waiting.find(rule);
+    if (found == origin.waiting.end()) continue;
+    for (int32_t j : found->second) {
+      const Item w = origin.items[static_cast<size_t>(j)];
+      Add({w.prod, w.dot + 1, w.origin});
     }
   }
   std::sort(set.expected.begin(), set.expected.end());
@@ -212,6 +223,7 @@ void LexEarley::Close() {
 }
 
 bool LexEarley::Scan(std::span<const int32_t> lexemes) {
+  if (exhausted_) return false;
   const Set& last = sets_.back();
   std::vector<Item> advanced;
   for (const Item& item : last.items) {

@@ -89,8 +89,17 @@ class LexEarley {
   explicit LexEarley(const LexGrammar* grammar);
 
   // Scans a lexeme that matched as any of `lexemes` (sorted ids): false, and nothing changes,
-  // when the parser expects none of them (or after 2^20 lexemes).
+  // when the parser expects none of them (or after 2^20 lexemes, or once exhausted()).
   bool Scan(std::span<const int32_t> lexemes);
+  // The work of Earley's algorithm is unbounded on an ambiguous grammar (s ::= s s s | s s |
+  // "a": items per set grow with the text, completions with their square). Parsing counts it
+  // (items added and waiting items visited) from the last StartBudget; past
+  // kMaxWorkPerBudget the parser is exhausted for good: Scan fails, and the caller must end
+  // the request (GrammarMatcher::exhausted).
+  static constexpr int64_t kMaxWorkPerBudget = int64_t{1} << 25;
+  void StartBudget() { budget_start_ = work_; }
+  bool exhausted() const { return exhausted_; }
+  int64_t work() const { return work_; }  // all so far
   // Undoes the last Scan.
   void Pop();
   int num_scans() const { return static_cast<int>(sets_.size()) - 1; }
@@ -108,6 +117,7 @@ class LexEarley {
     std::vector<Item> items;
     std::vector<int32_t> expected;
     bool accepts_end = false;
+    std::unordered_map<int32_t, std::vector<int32_t>> waiting;  // rule -> items whose next symbol it is
   };
   void Add(const Item& item);
   // Predictions and completions of the last set.
@@ -121,6 +131,9 @@ class LexEarley {
   std::vector<char> nullable_;
   std::vector<Set> sets_;
   std::unordered_set<uint64_t> seen_;  // the items of the set being built
+  int64_t work_ = 0;
+  int64_t budget_start_ = 0;
+  bool exhausted_ = false;
 };
 
 }  // namespace kvserve

@@ -273,6 +273,7 @@ bool GrammarMatcher::AcceptToken(int32_t token) {
   const std::string& bytes = g_->trie().bytes(token);
   if (bytes.empty()) return false;
   const Position before{parser_.num_scans(), state_, fresh_};
+  parser_.StartBudget();
   if (!AcceptBytes(bytes)) return false;
   history_.push_back(before);
   return true;
@@ -324,6 +325,7 @@ void GrammarMatcher::WalkChildren(int32_t parent, int32_t state, TokenMask* mask
 }
 
 void GrammarMatcher::FillMask(TokenMask* mask) {
+  parser_.StartBudget();  // a token's mask and its acceptance share one budget
   const bool end = CanEnd();
   std::lock_guard lock(g_->mu_);
   if (state_ < 0) {

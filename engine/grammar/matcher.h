@@ -117,6 +117,10 @@ class GrammarMatcher {
   // Undoes the last `n` accepted tokens (n <= num_tokens()).
   void Rollback(int n);
   int num_tokens() const { return static_cast<int>(history_.size()); }
+  // The parser ran past its work bound for one token (LexEarley::kMaxWorkPerBudget: an
+  // ambiguous grammar): the masks are no longer exact and the sequence must end (an error).
+  bool exhausted() const { return parser_.exhausted(); }
+  int64_t parser_work() const { return parser_.work(); }  // LexEarley::work, all tokens so far
 
  private:
   struct Position {

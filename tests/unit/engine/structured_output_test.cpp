@@ -219,6 +219,28 @@ TEST_P(StructuredOutputTest, BadSpecsAreRefusedAtSubmit) {
   EXPECT_TRUE(testing::RunRequest(*slow_engine, testing::Greedy(model_->tokenizer().Encode("hi", true), 4)).status.ok());
 }
 
+// Issue 54, D2: an ambiguous grammar's parse grows without bound; it held every step of the
+// batch for seconds. Now that request ends with an error once its parse passes the bound, and
+// a request beside it finishes as it would alone.
+TEST_P(StructuredOutputTest, AnAmbiguousGrammarFailsItsRequestAndTheBatchGoesOn) {
+  auto engine = testing::MakeEngine(model_, testing::TestConfig(512));
+  StructuredOutputSpec ambiguous;
+  ambiguous.kind = Kind::kGrammar;
+  ambiguous.text = "root ::= s\ns ::= s s s | s s | [a-z ]";
+  GenerationRequest hard = Structured(*model_, "Once upon a time", ambiguous, 400);
+  auto hard_stream = engine->Submit(std::move(hard));
+  ASSERT_TRUE(hard_stream.ok()) << hard_stream.status().ToString();
+  const GenerationRequest plain = testing::Greedy(model_->tokenizer().Encode("Item 1 is", true), 8);
+  const testing::RunResult alone = testing::RunRequest(*testing::MakeEngine(model_, testing::TestConfig(512)), plain);
+  const testing::RunResult beside = testing::RunRequest(*engine, plain);
+  EXPECT_EQ(beside.choices[0].tokens, alone.choices[0].tokens);
+  EXPECT_EQ(beside.choices[0].finish, FinishReason::kLength);
+  const testing::RunResult failed = testing::Collect(**hard_stream);
+  ASSERT_EQ(failed.choices.size(), 1u);
+  EXPECT_EQ(failed.choices[0].finish, FinishReason::kError);
+  EXPECT_LT(failed.choices[0].tokens.size(), 400u);
+}
+
 // The structure ends the text even when end-of-text is otherwise forbidden (ignore_eos,
 // min_tokens); choices (n = 2) each follow it; logprobs come with constrained tokens; a
 // structure with one continuation emits it without sampling (forced tokens).

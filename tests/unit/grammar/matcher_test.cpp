@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -142,6 +143,51 @@ TEST_P(MatcherTest, SharedWalksGiveEveryGrammarItsExactMasks) {
     CheckAlong(g1, R"({"a": "é\n", "cat": 3, "ca": "x id-42 y", "catalog": "id-7"})");
   }
   EXPECT_GT(shared->size(), 0u);
+}
+
+// Issue 54, D2: an ambiguous grammar made the Earley work per token grow without bound (2-12 s
+// per step for the whole batch). The parser now stops at LexEarley::kMaxWorkPerBudget per
+// token and the matcher says so; a large unambiguous grammar (llama.cpp's json.gbnf) stays far
+// below the bound over a real vocabulary.
+TEST_P(MatcherTest, AnAmbiguousGrammarExhaustsItsWorkBoundAndJsonGbnfStaysFarBelow) {
+  StatusOr<Grammar> json = ParseGbnf(R"g(root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20})g");
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  GrammarMatcher jm(std::make_shared<CompiledGrammar>(ByteGrammar(*json), trie_.get()));
+  TokenMask mask(trie_->vocab_size());
+  int64_t most = 0;
+  const std::vector<int32_t> doc = GreedyTokens(*trie_, R"({"name": "kvserve", "tags": ["a", "b c"], "n": -12.5e3, "ok": true, "o": {"x": null}})");
+  ASSERT_FALSE(doc.empty());
+  for (int32_t t : doc) {
+    const int64_t before = jm.parser_work();
+    jm.FillMask(&mask);
+    ASSERT_TRUE(mask.Test(t));
+    ASSERT_TRUE(jm.AcceptToken(t));
+    most = std::max(most, jm.parser_work() - before);
+  }
+  EXPECT_FALSE(jm.exhausted());
+  EXPECT_LT(most * 4, LexEarley::kMaxWorkPerBudget) << "json.gbnf's busiest token: " << most;
+  std::printf("json.gbnf: at most %lld parser steps for one token (bound %lld)\n", static_cast<long long>(most),
+              static_cast<long long>(LexEarley::kMaxWorkPerBudget));
+
+  StatusOr<Grammar> ambiguous = ParseGbnf("root ::= s\ns ::= s s s | s s | [a-z ]");
+  ASSERT_TRUE(ambiguous.ok());
+  GrammarMatcher am(std::make_shared<CompiledGrammar>(ByteGrammar(*ambiguous), trie_.get()));
+  const std::vector<int32_t> words = GreedyTokens(*trie_, "the quick brown fox jumps over the lazy dog ");
+  ASSERT_FALSE(words.empty());
+  int tokens = 0;
+  for (; tokens < 2000 && !am.exhausted(); ++tokens) {
+    am.FillMask(&mask);
+    if (am.exhausted()) break;
+    ASSERT_TRUE(am.AcceptToken(words[static_cast<size_t>(tokens) % words.size()])) << tokens;
+  }
+  EXPECT_TRUE(am.exhausted()) << "after " << tokens << " tokens";
+  std::printf("the ambiguous grammar ran out of its bound after %d tokens\n", tokens);
 }
 
 TEST_P(MatcherTest, GbnfMasksEqualTheByteLevelEarleyReference) {
