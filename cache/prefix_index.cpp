@@ -1,6 +1,6 @@
 #include "cache/prefix_index.h"
 
-#include <openssl/evp.h>
+#include "common/sha256.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,18 +15,11 @@ BlockHash Sha256BlockHash(const BlockHash& parent, std::span<const int32_t> toke
     const uint32_t t = static_cast<uint32_t>(tokens[i]);
     for (int b = 0; b < 4; ++b) token_bytes[i * 4 + b] = static_cast<uint8_t>(t >> (8 * b));
   }
-  BlockHash out{};
-  unsigned int out_len = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  CHECK(ctx != nullptr) << "EVP_MD_CTX_new failed";
-  const bool ok = EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
-                  EVP_DigestUpdate(ctx, parent.data(), parent.size()) == 1 &&
-                  EVP_DigestUpdate(ctx, token_bytes.data(), token_bytes.size()) == 1 &&
-                  EVP_DigestUpdate(ctx, salt.data(), salt.size()) == 1 &&
-                  EVP_DigestFinal_ex(ctx, out.data(), &out_len) == 1;
-  EVP_MD_CTX_free(ctx);
-  CHECK(ok && out_len == out.size()) << "SHA-256 failed";
-  return out;
+  Sha256Hasher h;
+  h.Add(parent.data(), parent.size());
+  h.Add(token_bytes.data(), token_bytes.size());
+  h.Add(salt);
+  return h.Finish();
 }
 
 PrefixIndex::PrefixIndex(int num_blocks, int block_size, PrefixHashFn hash)

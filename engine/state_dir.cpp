@@ -2,7 +2,6 @@
 #include "engine/state_dir.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,36 +27,14 @@ constexpr size_t kHashBytes = 32;
 // Bumped whenever what a payload means changes (its layout, or the KV bytes' meaning).
 constexpr uint32_t kFormatVersion = 1;
 
-class Sha256Stream {
+// Sha256Hasher, its digest as the 32 raw bytes records hold.
+class Sha256Stream : public Sha256Hasher {
  public:
-  Sha256Stream() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256Stream() { EVP_MD_CTX_free(ctx_); }
-  Sha256Stream(const Sha256Stream&) = delete;
-  Sha256Stream& operator=(const Sha256Stream&) = delete;
-  void Add(const void* data, size_t n) { EVP_DigestUpdate(ctx_, data, n); }
-  void Add(std::string_view s) { Add(s.data(), s.size()); }
-  template <typename T>
-  void AddValue(const T& v) { Add(&v, sizeof(v)); }
   std::string Finish() {
-    std::string out(kHashBytes, '\0');
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, reinterpret_cast<unsigned char*>(out.data()), &n);
-    return out;
+    const Sha256Digest d = Sha256Hasher::Finish();
+    return std::string(reinterpret_cast<const char*>(d.data()), d.size());
   }
-
- private:
-  EVP_MD_CTX* ctx_;
 };
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
 
 template <typename T>
 void Append(std::string* out, const T& v) {
@@ -65,12 +42,6 @@ void Append(std::string* out, const T& v) {
 }
 
 }  // namespace
-
-std::string Sha256(std::string_view data) {
-  Sha256Stream h;
-  h.Add(data);
-  return h.Finish();
-}
 
 std::string StateIdentity(const Model& model, const KvSpec& spec) {
   Sha256Stream h;
@@ -195,7 +166,7 @@ StatusOr<std::unique_ptr<StateDir>> StateDir::Open(const std::string& dir, int64
 }
 
 std::string StateDir::PathOf(std::string_view kind, std::string_view key) const {
-  return dir_ + "/" + std::string(kind) + "/" + Hex(Sha256(key)) + ".rec";
+  return dir_ + "/" + std::string(kind) + "/" + ToHex(Sha256(key)) + ".rec";
 }
 
 void StateDir::IndexLocked(const std::string& path, int64_t size) {

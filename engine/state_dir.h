@@ -34,6 +34,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace kvserve {
@@ -81,8 +82,6 @@ class StateDir {
   int64_t total_bytes_ = 0;
 };
 
-// SHA-256 of `data`, raw (32 bytes).
-std::string Sha256(std::string_view data);
 
 // What a session's KV bytes are valid for: the format version, the model (its GGUF header,
 // size and samples of its tensor data, the matrix type it was converted to) and the KV

@@ -89,6 +89,9 @@ class SchemaCompiler {
       return DeadlineExceededError(fmt::format("compiling the schema took longer than {} ms", options_.time_limit.count()));
     }
     if (g_.rules.size() > kMaxRules) return ResourceExhaustedError(fmt::format("the schema at {} needs too many rules", ptr));
+    if (g_.num_dfa_states() > LexGrammar::kMaxDfaStates) {
+      return ResourceExhaustedError(fmt::format("the schema at {} needs over {} automaton states", ptr, LexGrammar::kMaxDfaStates));
+    }
     return OkStatus();
   }
 
@@ -303,7 +306,10 @@ class SchemaCompiler {
         alts.push_back({sym});
       }
     }
-    if (!texts.empty()) alts.push_back({Literals(texts)});
+    if (!texts.empty()) {
+      RETURN_IF_ERROR(CheckChoices(texts, fmt::format("the enum at {}", ptr)));
+      alts.push_back({Literals(texts)});
+    }
     if (alts.size() == 1 && alts[0][0] >= 0) return alts[0][0];
     return Rule(ptr + "/enum", std::move(alts));
   }

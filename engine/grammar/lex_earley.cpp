@@ -44,6 +44,7 @@ int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_c
   auto [it, added] = lexeme_ids_.try_emplace(key, static_cast<int32_t>(lexemes.size()));
   if (added) {
     bounds.push_back(CodePointBound::For(dfa, min_code_points, max_code_points));
+    num_dfa_states_ += dfa.num_states();
     lexemes.push_back(std::move(dfa));
     lexeme_keys.push_back(key);
   }

@@ -52,6 +52,10 @@ struct LexGrammar {
   std::vector<std::string> rule_names;                   // [rule] for errors and dumps
   int32_t root = -1;
 
+  // The automaton states of all lexemes (a state is a 1 KiB row): what the grammar holds.
+  // A compile stops past kMaxDfaStates (RESOURCE_EXHAUSTED).
+  int64_t num_dfa_states() const { return num_dfa_states_; }
+  static constexpr int64_t kMaxDfaStates = 200000;
   // The lexeme built by `key`, added with `dfa` (and a length bound, see CodePointBound::For)
   // when new.
   int32_t AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points = 0, int64_t max_code_points = -1);
@@ -75,6 +79,7 @@ struct LexGrammar {
 
  private:
   std::unordered_map<std::string, int32_t> lexeme_ids_;
+  int64_t num_dfa_states_ = 0;
 };
 
 // One-lexeme grammars: a regex (regex.h syntax, anchored), one of `choices`.

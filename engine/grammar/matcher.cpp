@@ -84,6 +84,19 @@ int CompiledGrammar::num_lexer_states() const {
   return static_cast<int>(states_.size());
 }
 
+size_t CompiledGrammar::ApproxBytes() const {
+  std::lock_guard lock(mu_);
+  size_t bytes = static_cast<size_t>(grammar_.num_dfa_states()) * (sizeof(std::array<int32_t, 256>) + 1);
+  for (const auto& alts : grammar_.rules) {
+    for (const auto& alt : alts) bytes += sizeof(alt) + alt.size() * sizeof(int32_t);
+  }
+  for (const LexState& s : states_) bytes += sizeof(LexState) + (s.pairs.size() + s.accepted.size()) * 8;
+  for (const auto& e : entries_) {
+    if (e) bytes += sizeof(MaskEntry) + e->boundary.size() * 8;
+  }
+  return bytes;
+}
+
 int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> pairs) {
   if (pairs.empty()) return ByteDfa::kDead;
   auto [it, added] = state_ids_.try_emplace(pairs, static_cast<int32_t>(states_.size()));

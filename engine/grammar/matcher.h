@@ -53,6 +53,9 @@ class CompiledGrammar {
   const LexGrammar& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return *trie_; }
   int num_lexer_states() const;
+  // What it holds now, approximately (its automata, and the lexer states and mask entries met
+  // so far): the cost GrammarCache bounds.
+  size_t ApproxBytes() const;
 
  private:
   friend class GrammarMatcher;

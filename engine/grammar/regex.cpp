@@ -338,6 +338,16 @@ StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& opt
   return Determinize(nfa, in, out, options);
 }
 
+Status CheckChoices(std::span<const std::string> choices, std::string_view what) {
+  size_t bytes = 0;
+  for (const std::string& c : choices) bytes += c.size();
+  if (choices.size() > kMaxChoiceStrings || bytes > kMaxChoiceBytes) {
+    return InvalidArgumentError(fmt::format("{} has {} strings of {} bytes in all; at most {} strings and {} bytes", what,
+                                            choices.size(), bytes, kMaxChoiceStrings, kMaxChoiceBytes));
+  }
+  return OkStatus();
+}
+
 ByteDfa ChoiceDfa(std::span<const std::string> choices) {
   // A trie of the choices is already deterministic.
   ByteDfa dfa;

@@ -64,8 +64,14 @@ struct RegexOptions {
 
 [[nodiscard]] StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& options = {});
 
-// The DFA of exactly one of `choices` (byte strings).
+// The DFA of exactly one of `choices` (byte strings): a trie, a state per distinct prefix.
 ByteDfa ChoiceDfa(std::span<const std::string> choices);
+// What a choice list or an enum may hold (a state costs a 1 KiB row: 64 KiB of text is at most
+// 64 MiB of automaton, where an unbounded guided_choice of 256 KiB cost 256 MiB).
+inline constexpr size_t kMaxChoiceStrings = 10000;
+inline constexpr size_t kMaxChoiceBytes = size_t{64} << 10;
+// INVALID_ARGUMENT past either bound; `what` names the list in the message.
+[[nodiscard]] Status CheckChoices(std::span<const std::string> choices, std::string_view what);
 
 // The strings both automata match (`keep_b`) or `a` matches and `b` does not (!keep_b),
 // pruned; RESOURCE_EXHAUSTED past `max_states`.

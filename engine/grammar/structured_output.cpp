@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/grammar/grammar.h"
+#include "common/sha256.h"
 #include "engine/grammar/json_schema.h"
 
 namespace kvserve {
@@ -96,6 +97,7 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono:
       return RegexGrammar(spec.text);
     case Kind::kChoice:
       if (spec.choices.empty()) return InvalidArgumentError("a choice needs at least one string");
+      RETURN_IF_ERROR(CheckChoices(spec.choices, "the choice"));
       return ChoiceGrammar(spec.choices);
     case Kind::kGrammar: {
       StatusOr<Grammar> g = ParseGbnf(spec.text);
@@ -124,11 +126,13 @@ const char* StructuredOutputSpec::kind_name() const {
   return "unknown";
 }
 
-GrammarCache::GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit)
+GrammarCache::GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit,
+                           size_t max_bytes)
     : tokenizer_(tokenizer),
       time_limit_(time_limit),
       shared_masks_(std::make_shared<SharedMaskCache>()),
-      compiled_(capacity) {}
+      compiled_(capacity, max_bytes),
+      failed_(1024) {}
 
 const TokenTrie* GrammarCache::Trie() {
   std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tokenizer_); });
@@ -140,6 +144,15 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
   if (std::shared_ptr<const Entry> hit = compiled_.Find(key)) {
     return Compiled{hit->grammar, hit->ignored, /*cache_hit=*/true, 0};
   }
+  const std::string digest = Sha256(key);
+  if (std::shared_ptr<const Status> failed = failed_.Find(digest)) return *failed;
+  ++num_compiles_;
+  StatusOr<Compiled> compiled = Compile(spec, key);
+  if (!compiled.ok()) failed_.Insert(digest, std::make_shared<const Status>(compiled.status()));
+  return compiled;
+}
+
+StatusOr<GrammarCache::Compiled> GrammarCache::Compile(const StructuredOutputSpec& spec, const std::string& key) {
   // Compiled outside any lock: a slow schema holds its own caller only (two callers missing on
   // one key both compile; the cache keeps the first).
   const auto start = std::chrono::steady_clock::now();
@@ -167,7 +180,7 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
     return DeadlineExceededError("compiling the " + std::string(spec.kind_name()) + " took longer than " +
                                  std::to_string(time_limit_.count()) + " ms");
   }
-  compiled_.Insert(key, std::make_shared<const Entry>(Entry{compiled, ignored}));
+  compiled_.Insert(key, std::make_shared<const Entry>(Entry{compiled, ignored}), compiled->ApproxBytes());
   return Compiled{std::move(compiled), std::move(ignored), /*cache_hit=*/false, seconds};
 }
 

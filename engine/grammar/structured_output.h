@@ -9,6 +9,7 @@
 // the vocabulary is built by the first compile.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -27,8 +28,10 @@ namespace kvserve {
 
 class GrammarCache {
  public:
-  // `tokenizer` must outlive the cache. capacity: grammars kept (>= 1).
-  GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit);
+  // `tokenizer` must outlive the cache. capacity: grammars kept (>= 1), in all at most
+  // `max_bytes` as they were when compiled (CompiledGrammar::ApproxBytes; the newest stays).
+  GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit,
+               size_t max_bytes = size_t{1} << 30);
 
   struct Compiled {
     std::shared_ptr<CompiledGrammar> grammar;
@@ -36,10 +39,14 @@ class GrammarCache {
     bool cache_hit = false;
     double compile_seconds = 0;        // 0 on a hit
   };
-  // INVALID_ARGUMENT for a malformed or unsupported spec (the message says what and where),
-  // DEADLINE_EXCEEDED when compiling takes longer than the time limit.
-  // REQUIRES: spec.active().
+  // INVALID_ARGUMENT for a malformed or unsupported spec or one past a limit (the message
+  // says what and where), DEADLINE_EXCEEDED when compiling takes longer than the time limit.
+  // A spec that failed is remembered (by a SHA-256 of it; the last 1,024) and refused at once
+  // with the same status when it comes back: a client that retries a 40 s schema costs one
+  // compile. REQUIRES: spec.active().
   [[nodiscard]] StatusOr<Compiled> Get(const StructuredOutputSpec& spec);
+  size_t cached_bytes() const { return compiled_.cost(); }
+  int64_t num_compiles() const { return num_compiles_.load(); }  // attempts, failed ones too
 
 
  private:
@@ -48,6 +55,7 @@ class GrammarCache {
     std::vector<std::string> ignored;
   };
   const TokenTrie* Trie();
+  StatusOr<Compiled> Compile(const StructuredOutputSpec& spec, const std::string& key);
 
   const Tokenizer* tokenizer_;
   const std::chrono::milliseconds time_limit_;
@@ -55,6 +63,8 @@ class GrammarCache {
   std::unique_ptr<TokenTrie> trie_;
   std::shared_ptr<SharedMaskCache> shared_masks_;  // walks its grammars share
   LruCache<std::shared_ptr<const Entry>> compiled_;
+  LruCache<std::shared_ptr<const Status>> failed_;  // by SHA-256 of the key
+  std::atomic<int64_t> num_compiles_{0};
 };
 
 }  // namespace kvserve

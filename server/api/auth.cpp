@@ -2,25 +2,20 @@
 #include "server/api/auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/sha.h>
 
 #include <cctype>
 #include <cstdio>
 
+#include "common/sha256.h"
+
 namespace kvserve {
 namespace {
-
-std::array<unsigned char, 32> Sha256(std::string_view data) {
-  std::array<unsigned char, 32> d{};
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), d.data());
-  return d;
-}
 
 std::string TenantOf(const std::string& key) {
   std::string salted("kvserve-tenant");
   salted.push_back('\0');
   salted += key;
-  const auto d = Sha256(salted);
+  const Sha256Digest d = Sha256Of(salted.data(), salted.size());
   std::string out = "key-";
   char hex[3];
   for (int i = 0; i < 8; ++i) {
@@ -35,7 +30,7 @@ std::string TenantOf(const std::string& key) {
 ApiKeyAuth::ApiKeyAuth(const std::vector<std::string>& keys) {
   for (const std::string& k : keys) {
     if (k.empty()) continue;
-    digests_.push_back(Sha256(k));
+    digests_.push_back(Sha256Of(k.data(), k.size()));
     tenants_.push_back(TenantOf(k));
   }
 }
@@ -59,7 +54,7 @@ std::string_view ApiKeyAuth::BearerToken(std::string_view authorization) {
 std::optional<std::string> ApiKeyAuth::Authenticate(std::string_view authorization) const {
   if (!enabled()) return std::string();
   const std::string_view token = BearerToken(authorization);
-  const Digest presented = Sha256(token);
+  const Digest presented = Sha256Of(token.data(), token.size());
   // Every key is compared; the match (if any) is selected without branching on secrets.
   size_t match = digests_.size();
   for (size_t i = 0; i < digests_.size(); ++i) {

@@ -1,6 +1,6 @@
 #include "server/events/kv_event_hash.h"
 
-#include <openssl/sha.h>
+#include "common/sha256.h"
 
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -8,16 +8,15 @@
 namespace kvserve {
 namespace {
 
-KvEventDigest Sha256(const std::vector<uint8_t>& bytes) {
-  KvEventDigest out{};
-  SHA256(bytes.data(), bytes.size(), out.data());
-  return out;
+KvEventDigest CborDigest(const nlohmann::json& item) {
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(item);
+  return Sha256Of(bytes.data(), bytes.size());
 }
 
 }  // namespace
 
 KvEventDigest KvEventRootDigest(std::string_view seed) {
-  return Sha256(nlohmann::json::to_cbor(nlohmann::json(std::string(seed))));
+  return CborDigest(nlohmann::json(std::string(seed)));
 }
 
 KvEventDigest KvEventBlockDigest(const KvEventDigest& parent, std::span<const int32_t> tokens, std::string_view salt) {
@@ -26,7 +25,7 @@ KvEventDigest KvEventBlockDigest(const KvEventDigest& parent, std::span<const in
   nlohmann::json extra = salt.empty() ? nlohmann::json(nullptr) : nlohmann::json::array({std::string(salt)});
   const nlohmann::json item = nlohmann::json::array(
       {nlohmann::json::binary(std::vector<uint8_t>(parent.begin(), parent.end())), std::move(ids), std::move(extra)});
-  return Sha256(nlohmann::json::to_cbor(item));
+  return CborDigest(item);
 }
 
 uint64_t KvEventHashValue(const KvEventDigest& digest) {
