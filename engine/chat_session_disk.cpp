@@ -91,7 +91,7 @@ bool ChatSessionStore::SaveToDisk(const ChatSession& s) {
       return false;
     }
   }
-  const Status st = config_.state->Write(kKind, Key(s.tenant, s.id), config_.state_identity, payload);
+  const Status st = config_.state->Write(kKind, Key(s.tenant, s.id), config_.state_identity, std::move(payload));
   if (!st.ok()) LOG_WARN("a chat session's cache was not saved: {}", st.message());
   return st.ok();
 }
@@ -174,7 +174,12 @@ void ChatSessionStore::Evict(ChatSession* s) {
 
 int ChatSessionStore::SaveAll() {
   int saved = 0;
-  for (auto& [key, s] : sessions_) saved += SaveToDisk(s);
+  if (config_.state == nullptr) return 0;
+  for (auto& [key, s] : sessions_) {
+    config_.state->Flush();  // at shutdown: each waits for room, none is dropped
+    saved += SaveToDisk(s);
+  }
+  config_.state->Flush();  // stopped means saved
   if (saved > 0) LOG_INFO("saved {} chat sessions to {}", saved, config_.state->dir());
   return saved;
 }

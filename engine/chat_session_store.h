@@ -91,7 +91,8 @@ class ChatSessionStore {
   bool ReclaimOne();
   // Applies the TTL: offloads or drops idle sessions.
   void Expire(Clock::time_point now);
-  // Writes every idle session's cache to the state directory (at shutdown); how many.
+  // Writes every idle session's cache to the state directory and waits until they landed
+  // (at shutdown); how many.
   int SaveAll();
 
   int size() const { return static_cast<int>(sessions_.size()); }

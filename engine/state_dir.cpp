@@ -162,6 +162,12 @@ StatusOr<std::unique_ptr<StateDir>> StateDir::Open(const std::string& dir, int64
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
   for (const Found& f : found) state->IndexLocked(f.path, f.size);
+  state->writer_ = std::thread([raw = state.get()] {
+    raw->Run();
+    std::lock_guard<std::mutex> lock(raw->mu_);
+    raw->writer_stopped_ = true;
+    raw->idle_cv_.notify_all();
+  });
   return state;
 }
 
@@ -190,37 +196,142 @@ void StateDir::RemoveLocked(const std::string& path) {
   UnindexLocked(path);
 }
 
-Status StateDir::Write(std::string_view kind, std::string_view key, std::string_view identity,
-                       std::string_view payload) {
+Status StateDir::Write(std::string_view kind, std::string_view key, std::string_view identity, std::string payload) {
   if (identity.size() != kHashBytes) return InvalidArgumentError("state identity must be 32 bytes");
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
     return InvalidArgumentError("unknown state record kind");
   }
+  auto job = std::make_shared<Job>();
+  job->kind = std::string(kind);
+  job->key = std::string(key);
+  job->identity = std::string(identity);
+  job->payload = std::move(payload);
+  const auto size = static_cast<int64_t>(sizeof(kMagic) + kHashBytes + sizeof(uint32_t) + key.size() + sizeof(uint64_t) +
+                                         job->payload.size() + kHashBytes);
+  const std::string path = PathOf(kind, key);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (max_bytes_ > 0 && size > max_bytes_) {
+      DropPendingLocked(path);
+      removing_.insert(path);
+      stale_.push_back(path);  // the old record would answer for a state that moved on
+      cv_.notify_all();
+      return ResourceExhaustedError("the record is larger than --state-max-bytes");
+    }
+    const auto it = pending_.find(path);
+    const int64_t replaced = it == pending_.end() ? 0 : static_cast<int64_t>(it->second->payload.size());
+    // Past the cap nothing more waits, but a record larger than the cap alone is taken when
+    // nothing else waits.
+    if (pending_bytes_ - replaced > 0 &&
+        pending_bytes_ - replaced + static_cast<int64_t>(job->payload.size()) > kMaxPendingBytes) {
+      ++write_failures_;
+      return ResourceExhaustedError("the state writer is behind (over 512 MiB waiting); the record was not saved");
+    }
+    pending_bytes_ += static_cast<int64_t>(job->payload.size()) - replaced;
+    // A record already waiting is replaced where it waits (only the newest state is written);
+    // one being written now is queued again.
+    if (it == pending_.end() || path == in_flight_) queue_.push_back(path);
+    pending_[path] = std::move(job);
+  }
+  cv_.notify_all();
+  return OkStatus();
+}
+
+void StateDir::DropPendingLocked(const std::string& path) {
+  const auto it = pending_.find(path);
+  if (it == pending_.end()) return;
+  pending_bytes_ -= static_cast<int64_t>(it->second->payload.size());
+  pending_.erase(it);  // its place in queue_ is skipped
+}
+
+void StateDir::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !stale_.empty(); });
+    if (!stale_.empty()) {
+      std::vector<std::string> stale;
+      stale.swap(stale_);
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> io(io_mu_);
+        std::lock_guard<std::mutex> relock(mu_);
+        for (const std::string& path : stale) {
+          removing_.erase(path);
+          if (pending_.contains(path)) continue;  // written again since: that write lands later
+          if (records_.contains(path)) {
+            RemoveLocked(path);
+            SyncDir(path.substr(0, path.rfind('/')));  // a deleted conversation stays deleted
+          }
+        }
+      }
+      lock.lock();
+      idle_cv_.notify_all();
+      continue;
+    }
+    if (queue_.empty()) {
+      if (stop_) return;
+      continue;
+    }
+    const std::string path = std::move(queue_.front());
+    queue_.pop_front();
+    const auto it = pending_.find(path);
+    if (it == pending_.end()) continue;  // removed while it waited
+    const std::shared_ptr<const Job> job = it->second;
+    in_flight_ = path;
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> io(io_mu_);
+      const StatusOr<int64_t> written = WriteFile(*job, path);
+      std::lock_guard<std::mutex> relock(mu_);
+      if (written.ok()) {
+        IndexLocked(path, *written);
+        EnforceBoundLocked(path);
+        writing_ = true;
+      } else {
+        ++write_failures_;
+        writing_ = false;
+        LOG_WARN("state record {} not saved: {}", path, written.status().message());
+      }
+      if (const auto now = pending_.find(path); now != pending_.end() && now->second == job) DropPendingLocked(path);
+      in_flight_.clear();
+    }
+    lock.lock();
+    idle_cv_.notify_all();
+  }
+}
+
+void StateDir::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return (queue_.empty() && in_flight_.empty() && stale_.empty()) || writer_stopped_; });
+}
+
+StateDir::~StateDir() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;  // the queue is drained first: a session saved at shutdown lands
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+StatusOr<int64_t> StateDir::WriteFile(const Job& job, const std::string& path) {
   std::string head(kMagic, sizeof(kMagic));
-  head.append(identity);
-  Append(&head, static_cast<uint32_t>(key.size()));
-  head.append(key);
-  Append(&head, static_cast<uint64_t>(payload.size()));
+  head.append(job.identity);
+  Append(&head, static_cast<uint32_t>(job.key.size()));
+  head.append(job.key);
+  Append(&head, static_cast<uint64_t>(job.payload.size()));
   Sha256Stream h;
   h.Add(head);
-  h.Add(payload);
+  h.Add(job.payload);
   const std::string checksum = h.Finish();
-  const auto size = static_cast<int64_t>(head.size() + payload.size() + checksum.size());
-
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string path = PathOf(kind, key);
-  if (max_bytes_ > 0 && size > max_bytes_) {
-    RemoveLocked(path);  // the old record would answer for a state that moved on
-    return ResourceExhaustedError("the record is larger than --state-max-bytes");
-  }
-  const std::string sub = dir_ + "/" + std::string(kind);
+  const std::string sub = dir_ + "/" + job.kind;
   if (!MakePrivateDir(sub, /*tighten=*/false)) return InternalError("could not create " + sub);
   // Written to a temporary name, flushed to the disk, then renamed and the rename flushed: a
   // crash or power loss leaves the old record or the new one, never a torn one.
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return InternalError("could not create " + tmp + ": " + std::strerror(errno));
-  const bool written = WriteAll(fd, head) && WriteAll(fd, payload) && WriteAll(fd, checksum) && ::fsync(fd) == 0;
+  const bool written = WriteAll(fd, head) && WriteAll(fd, job.payload) && WriteAll(fd, checksum) && ::fsync(fd) == 0;
   const int write_errno = errno;
   ::close(fd);
   if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -229,15 +340,27 @@ Status StateDir::Write(std::string_view kind, std::string_view key, std::string_
     return InternalError("could not write " + path + ": " + why);
   }
   SyncDir(sub);
-  IndexLocked(path, size);
-  EnforceBoundLocked(path);
-  return OkStatus();
+  return static_cast<int64_t>(head.size() + job.payload.size() + checksum.size());
 }
 
 std::optional<std::string> StateDir::Read(std::string_view kind, std::string_view key, std::string_view identity) {
-  std::lock_guard<std::mutex> lock(mu_);
   const std::string path = PathOf(kind, key);
-  if (!records_.contains(path)) return std::nullopt;  // the index knows every record
+  {
+    // A record still waiting for the writer is the newest: answered from memory.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = pending_.find(path); it != pending_.end()) {
+      const Job& job = *it->second;
+      if (job.key != key || job.identity != identity) return std::nullopt;
+      return job.payload;
+    }
+  }
+  std::lock_guard<std::mutex> io(io_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const auto it = pending_.find(path); it != pending_.end()) {  // written in between: still the newest
+    if (it->second->key != key || it->second->identity != identity) return std::nullopt;
+    return it->second->payload;
+  }
+  if (!records_.contains(path) || removing_.contains(path)) return std::nullopt;  // the index knows every record
   std::string data;
   {
     // Regular files only: a FIFO, device or directory placed at a record's path must neither
@@ -301,13 +424,15 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
 }
 
 bool StateDir::Remove(std::string_view kind, std::string_view key) {
-  std::lock_guard<std::mutex> lock(mu_);
   const std::string path = PathOf(kind, key);
-  const bool had = records_.contains(path);
-  if (had) {
-    RemoveLocked(path);
-    SyncDir(dir_ + "/" + std::string(kind));  // a deleted conversation stays deleted
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool had = pending_.contains(path) || (records_.contains(path) && !removing_.contains(path)) || path == in_flight_;
+  DropPendingLocked(path);
+  // The file goes on the writer thread, after any write of it in flight; until then Read
+  // treats it as gone.
+  removing_.insert(path);
+  stale_.push_back(path);
+  cv_.notify_all();
   return had;
 }
 

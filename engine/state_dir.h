@@ -22,17 +22,24 @@
 // order from the mtime, which a read touches), and after each write the least recently used
 // go until the records fit in `max_bytes`, without rescanning the directory.
 //
-// Thread-safe (one lock; disk I/O under it).
+// Writes happen on the directory's own writer thread (Write queues; Read sees what is queued);
+// reads and removals on the caller's. Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/sha256.h"
 #include "common/status.h"
@@ -48,13 +55,31 @@ class StateDir {
   // did not write. max_bytes <= 0: unbounded.
   [[nodiscard]] static StatusOr<std::unique_ptr<StateDir>> Open(const std::string& dir, int64_t max_bytes);
 
-  // Writes (replaces) the record `key` of `kind` ("sessions", "responses").
+  // Waits for the records queued so far to land, then stops the writer.
+  ~StateDir();
+
+  // Writes (replaces) the record `key` of `kind` ("sessions", "responses") on the writer
+  // thread: the caller pays no disk I/O and no hashing, only the move of `payload`. Until it
+  // lands, Read answers from the queued payload, and a newer Write of the same key replaces
+  // it where it waits. RESOURCE_EXHAUSTED for a record over the bound (the old one goes) or
+  // when 512 MiB already wait (nothing changes: the caller keeps or recomputes its state; a
+  // record larger than that is taken when nothing else waits).
+  // A write that then fails on disk is logged and counted (write_failures).
   [[nodiscard]] Status Write(std::string_view kind, std::string_view key, std::string_view identity,
-                             std::string_view payload);
+                             std::string payload);
   // The payload of `key`, or nullopt when there is none or it is not valid (warned, removed).
+  // Reads the disk on the caller's thread.
   std::optional<std::string> Read(std::string_view kind, std::string_view key, std::string_view identity);
-  // Whether there was a record.
+  // Whether there was a record (queued or on disk). Read finds none from now on; the file goes
+  // on the writer thread (after a write of it in flight), the directory fsynced.
   bool Remove(std::string_view kind, std::string_view key);
+  // Returns once every record queued before the call has landed (or failed).
+  void Flush();
+  int64_t write_failures() const { return write_failures_.load(); }
+  // False after a write failed (a full or read-only disk), until one succeeds again: what is
+  // written now may not survive a restart.
+  bool writing() const { return writing_.load(); }
+  static constexpr int64_t kMaxPendingBytes = int64_t{512} << 20;
 
   const std::string& dir() const { return dir_; }
   int64_t max_bytes() const { return max_bytes_; }
@@ -69,6 +94,16 @@ class StateDir {
   void RemoveLocked(const std::string& path);  // the file and its entry
   void EnforceBoundLocked(const std::string& keep);
 
+  // The writer thread.
+  struct Job {
+    std::string kind, key, identity, payload;
+  };
+  void Run();
+  // Writes the record file (checksum, temporary name, fsync, rename, directory fsync); its
+  // size. REQUIRES: io_mu_ held.
+  StatusOr<int64_t> WriteFile(const Job& job, const std::string& path);
+  void DropPendingLocked(const std::string& path);
+
   struct Record {
     int64_t size;
     uint64_t tick;  // its last use
@@ -80,6 +115,21 @@ class StateDir {
   std::map<uint64_t, std::string> by_use_;           // tick -> path, oldest first
   uint64_t tick_ = 0;
   int64_t total_bytes_ = 0;
+  // Lock order: io_mu_ (the files: one writer, reads, removals), then mu_ (everything else).
+  std::mutex io_mu_;
+  std::condition_variable cv_;       // work for the writer
+  std::condition_variable idle_cv_;  // the writer finished a record
+  std::unordered_map<std::string, std::shared_ptr<const Job>> pending_;  // by path: queued, not yet landed
+  std::deque<std::string> queue_;                                        // paths, in order
+  std::vector<std::string> stale_;   // records to remove (Remove, or replaced by a write over the bound)
+  std::set<std::string> removing_;   // in stale_, not yet removed: Read treats them as gone
+  std::string in_flight_;            // the path being written, "" when none
+  int64_t pending_bytes_ = 0;
+  bool stop_ = false;
+  bool writer_stopped_ = false;
+  std::atomic<int64_t> write_failures_{0};
+  std::atomic<bool> writing_{true};
+  std::thread writer_;
 };
 
 

@@ -48,6 +48,7 @@ TEST(StateDirFilesTest, RecordsAreTheServersUsersAlone) {
   auto state = StateDir::Open(dir.path.string(), 0);
   ASSERT_TRUE(state.ok()) << state.status().ToString();
   ASSERT_TRUE((*state)->Write("sessions", "t\nchat", kId, "a conversation").ok());
+  (*state)->Flush();
   const std::vector<fs::path> files = RecordFiles(dir.path);
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(Mode(dir.path), 0700u);
@@ -75,6 +76,7 @@ TEST(StateDirFilesTest, AForeignDirectoryIsRefusedAndForeignFilesAreNeverTouched
   state = StateDir::Open(dir.path.string(), 3000);
   ASSERT_TRUE(state.ok()) << state.status().ToString();
   for (const char* key : {"a", "b", "c", "d", "e"}) ASSERT_TRUE((*state)->Write("sessions", key, kId, std::string(1000, 'p')).ok());
+  (*state)->Flush();
   EXPECT_LE((*state)->used_bytes(), 3000);
   EXPECT_TRUE(fs::exists(dir.path / "sessions" / "keep.rec"));
   EXPECT_TRUE(fs::exists(dir.path / "sessions" / "backup" / "old.rec"));
@@ -88,6 +90,7 @@ TEST(StateDirFilesTest, ARecordPathThatIsNotARegularFileIsIgnored) {
   ASSERT_TRUE(state.ok()) << state.status().ToString();
   for (const char* what : {"fifo", "directory", "sparse", "symlink"}) {
     ASSERT_TRUE((*state)->Write("sessions", what, kId, "payload").ok());
+    (*state)->Flush();
     const std::vector<fs::path> files = RecordFiles(dir.path);
     ASSERT_EQ(files.size(), 1u);
     const fs::path p = files[0];
