@@ -394,6 +394,12 @@ void RegisterServeCommand(CommandRegistry& registry) {
   sub->add_option("--state-max-bytes", o->state_max_bytes, "Disk --state-dir may use, e.g. 20GiB (least "
                                                            "recently used records go first)")
       ->transform(CLI::AsSizeValue(false));
+  sub->add_option("--responses-max-bytes", s.responses_max_bytes,
+                  "Stored responses (the Responses API) in all, e.g. 256MiB (the oldest go first)")
+      ->transform(CLI::AsSizeValue(false));
+  sub->add_option("--responses-max-bytes-per-key", s.responses_max_bytes_per_key,
+                  "Stored responses of one API key, e.g. 64MiB (past it the key's own oldest go, never another's)")
+      ->transform(CLI::AsSizeValue(false));
   sub->add_option("--shutdown-grace", s.shutdown_grace_seconds, "Seconds in-flight requests get after SIGTERM")
       ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--max-body-size", s.max_body_bytes, "Largest request body (413 beyond), e.g. 8MiB")

@@ -39,6 +39,10 @@ struct ServerOptions {
   // without priority scheduling); the operator turns it on with --allow-client-priority.
   bool allow_client_priority = false;
   TlsFiles tls;                        // set: HTTPS and gRPC over TLS (server/api/tls.h)
+  // Stored responses (the Responses API): bytes in all, and per API key (a key past its quota
+  // loses its own oldest responses, never another key's).
+  int64_t responses_max_bytes = int64_t{256} << 20;
+  int64_t responses_max_bytes_per_key = int64_t{64} << 20;
 };
 
 struct ServerContext {

@@ -33,9 +33,15 @@ HttpRouter::Result HttpRouter::Responses(const HttpRequestInfo& request, std::st
     const bool items = rest.ends_with("/input_items");
     const std::string id(rest.substr(1, rest.size() - 1 - (items ? sizeof("/input_items") - 1 : 0)));
     if (request.method == "DELETE") {
-      result.reply = responses_->Delete(tenant, id)
-                         ? JsonReply(nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump())
-                         : NotFound(id);
+      const std::optional<std::string> session = responses_->Delete(tenant, id);
+      if (!session) {
+        result.reply = NotFound(id);
+        return result;
+      }
+      // The conversation's KV cache goes with it (memory and disk); a response of the chain
+      // still generating is cancelled.
+      if (!session->empty()) (void)ctx_->engine->EndSession(tenant, *session, /*timeout_seconds=*/10);
+      result.reply = JsonReply(nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
       return result;
     }
     const std::optional<StoredResponse> stored = responses_->Get(tenant, id);
@@ -71,25 +77,28 @@ HttpRouter::Result HttpRouter::Responses(const HttpRequestInfo& request, std::st
   info.user = q.user;
   info.tenant = tenant;
   info.input = q.messages;
+  std::vector<ChatMessage> conversation;  // without instructions; this request's input last
   if (!rq.previous_response_id.empty()) {
     std::optional<StoredResponse> previous = responses_->Get(tenant, rq.previous_response_id);
-    if (!previous) {
+    std::optional<std::vector<ChatMessage>> before =
+        previous ? responses_->Conversation(tenant, rq.previous_response_id) : std::nullopt;
+    if (!before) {
       ctx_->CountRejected();
       result.reply = ErrorReply(ApiError{
           NotFoundError(fmt::format("Previous response with id '{}' not found.", rq.previous_response_id)),
           "previous_response_id", "previous_response_not_found", 0});
       return result;
     }
-    info.conversation = std::move(previous->conversation);
+    conversation = std::move(*before);
     info.session_id = previous->session_id;
   }
-  info.conversation.insert(info.conversation.end(), q.messages.begin(), q.messages.end());
+  conversation.insert(conversation.end(), q.messages.begin(), q.messages.end());
   // A stored conversation keeps its KV cache in a chat session of its own, which every
   // response of the chain continues.
   if (rq.store && info.session_id.empty()) info.session_id = "responses:" + info.id;
   q.messages.clear();
   if (rq.instructions) q.messages.push_back({"system", *rq.instructions});
-  q.messages.insert(q.messages.end(), info.conversation.begin(), info.conversation.end());
+  q.messages.insert(q.messages.end(), conversation.begin(), conversation.end());
   q.session_id = rq.store ? info.session_id : "";
   q.session_if_free = true;  // two continuations of one response at once: the second forks
 

@@ -13,9 +13,8 @@ namespace {
 // Members keep the order they were added in, as OpenAI's responses have them.
 using json = nlohmann::ordered_json;
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::string Sse(const json& j) { return "data: " + Dump(j) + "\n\n"; }
+std::string Sse(const json& j) { return "data: " + DumpJson(j) + "\n\n"; }
 
 json Head(const ResponseMeta& meta, bool chunk) {
   json j;
@@ -90,7 +89,7 @@ json FinishJson(const std::optional<FinishReason>& f, bool called_tools = false)
 HttpReply JsonReply(const json& j, int status = 200) {
   HttpReply r;
   r.status = status;
-  r.body = Dump(j);
+  r.body = DumpJson(j);
   return r;
 }
 
@@ -109,6 +108,8 @@ json ErrorJson(const ApiError& e) {
 }
 
 }  // namespace
+
+std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string FinishReasonString(FinishReason reason) { return std::string(FinishReasonName(reason)); }
 
@@ -135,7 +136,7 @@ std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResul
   }
   j["choices"] = std::move(out);
   j["usage"] = Usage(usage);
-  return Dump(j);
+  return DumpJson(j);
 }
 
 std::string FormatChunkEvent(const ResponseMeta& meta, const ChunkChoice& c, const Tokenizer& tok) {
@@ -168,7 +169,7 @@ std::string FormatUsageEvent(const ResponseMeta& meta, const RequestUsage& usage
 
 std::string FormatErrorEvent(const ApiError& error) { return Sse(ErrorJson(error)); }
 
-std::string FormatErrorBody(const ApiError& error) { return Dump(ErrorJson(error)); }
+std::string FormatErrorBody(const ApiError& error) { return DumpJson(ErrorJson(error)); }
 
 HttpReply ErrorReply(const ApiError& error) {
   HttpReply r = JsonReply(ErrorJson(error), error.HttpStatus());

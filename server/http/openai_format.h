@@ -22,6 +22,8 @@
 // Invalid UTF-8 in token pieces is replaced by U+FFFD. Pure functions; thread-safe.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,6 +39,10 @@
 #include "server/http/openai_codec.h"
 
 namespace kvserve {
+
+// `j` as compact JSON text; a string that is not valid UTF-8 (a token piece split a character)
+// has U+FFFD in its place rather than failing: what the API's replies are written with.
+std::string DumpJson(const nlohmann::ordered_json& j);
 
 class ResponsesTurn;  // responses_api.h
 

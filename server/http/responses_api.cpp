@@ -13,9 +13,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Token pieces may split a UTF-8 character; the detokenizer never does, but be safe: JSON
-// output must be valid UTF-8.
-std::string DumpObject(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json OutputText(const std::string& text) {
   return {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}};
@@ -27,104 +24,21 @@ json Message(const std::string& id, const char* status, const json& content) {
 
 }  // namespace
 
-// ---- ResponseStore -----------------------------------------------------------------------------
-
-std::string ResponseStore::Key(const std::string& tenant, const std::string& id) {
-  return std::to_string(tenant.size()) + ":" + tenant + id;
-}
-
-namespace {
-
-constexpr std::string_view kDiskKind = "responses";
-// Stored responses are plain JSON, valid for any model: their identity is the format's.
-const std::string& DiskIdentity() {
-  static const std::string identity = Sha256("kvserve stored response v1");
-  return identity;
-}
-
-json MessagesJson(const std::vector<ChatMessage>& messages) {
-  json out = json::array();
-  for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
-  return out;
-}
-
-std::optional<StoredResponse> ParseStored(const std::string& text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  try {
-    StoredResponse r;
-    r.id = j.at("id").get<std::string>();
-    r.tenant = j.at("tenant").get<std::string>();
-    r.session_id = j.at("session_id").get<std::string>();
-    for (const json& m : j.at("conversation")) r.conversation.push_back({m.at("role"), m.at("content")});
-    for (const json& m : j.at("input")) r.input.push_back({m.at("role"), m.at("content")});
-    r.object = j.at("object").get<std::string>();
-    return r;
-  } catch (const json::exception&) {
-    return std::nullopt;
-  }
-}
-
-}  // namespace
-
-void ResponseStore::PutLocked(const std::string& key, StoredResponse response) {
-  if (responses_.insert_or_assign(key, std::move(response)).second) order_.push_back(key);
-  while (responses_.size() > max_stored_ && !order_.empty()) {
-    responses_.erase(order_.front());
-    order_.pop_front();
-  }
-}
-
-void ResponseStore::Put(StoredResponse response) {
-  const std::string key = Key(response.tenant, response.id);
-  if (disk_ != nullptr) {
-    const json j = {{"id", response.id},
-                    {"tenant", response.tenant},
-                    {"session_id", response.session_id},
-                    {"conversation", MessagesJson(response.conversation)},
-                    {"input", MessagesJson(response.input)},
-                    {"object", response.object}};
-    if (Status st = disk_->Write(kDiskKind, key, DiskIdentity(), DumpObject(j)); !st.ok()) {
-      LOG_WARN("a stored response was not written to the state directory: {}", st.message());
-    }
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  PutLocked(key, std::move(response));
-}
-
-std::optional<StoredResponse> ResponseStore::Get(const std::string& tenant, const std::string& id) {
-  const std::string key = Key(tenant, id);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = responses_.find(key);
-    if (it != responses_.end()) return it->second;
-  }
-  if (disk_ == nullptr) return std::nullopt;
-  std::optional<std::string> text = disk_->Read(kDiskKind, key, DiskIdentity());
-  std::optional<StoredResponse> r = text ? ParseStored(*text) : std::nullopt;
-  if (!r || r->tenant != tenant || r->id != id) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
-  PutLocked(key, *r);
-  return r;
-}
-
-bool ResponseStore::Delete(const std::string& tenant, const std::string& id) {
-  const std::string key = Key(tenant, id);
-  const bool on_disk = Get(tenant, id).has_value();  // after a restart it is only there
-  if (disk_ != nullptr) disk_->Remove(kDiskKind, key);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (responses_.erase(key) == 0) return on_disk;
-  std::erase(order_, key);
-  return true;
-}
-
 // ---- ResponsesTurn -----------------------------------------------------------------------------
 
 ResponsesTurn::ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store)
-    : info_(std::move(info)), store_(std::move(store)), message_id_("msg_" + info_.id.substr(info_.id.find('_') + 1)) {}
+    : info_(std::move(info)), store_(std::move(store)), message_id_("msg_" + info_.id.substr(info_.id.find('_') + 1)) {
+  if (info_.store && store_) store_->Begin(info_.tenant, info_.id, info_.session_id);
+}
 
-std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage,
-                                  std::optional<FinishReason> finish) const {
+ResponsesTurn::~ResponsesTurn() {
+  if (info_.store && store_ && !ended_) store_->End(info_.tenant, info_.id);  // an error or a disconnect
+}
+
+bool ResponsesTurn::WillStore() { return info_.store && store_ && store_->WillStore(info_.tenant, info_.id); }
+
+std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage, std::optional<FinishReason> finish,
+                                  bool stored) const {
   const bool done = usage != nullptr;
   const bool cut = finish && *finish == FinishReason::kLength;
   json o = {{"id", info_.id},
@@ -143,7 +57,7 @@ std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage,
             {"previous_response_id", info_.previous_response_id.empty() ? json(nullptr)
                                                                         : json(info_.previous_response_id)},
             {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
-            {"store", info_.store},
+            {"store", stored},
             {"temperature", info_.temperature},
             {"text", {{"format", {{"type", "text"}}}}},
             {"tool_choice", "auto"},
@@ -160,7 +74,7 @@ std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage,
                   {"output_tokens_details", {{"reasoning_tokens", 0}}},
                   {"total_tokens", usage->prompt_tokens + usage->completion_tokens}};
   }
-  return DumpObject(o);
+  return DumpJson(o);
 }
 
 std::string ResponsesTurn::Event(const std::string& type, std::string fields_json) {
@@ -173,37 +87,38 @@ std::string ResponsesTurn::Event(const std::string& type, std::string fields_jso
 
 std::string ResponsesTurn::StartEvents() {
   std::string out;
-  const std::string pending = Object("in_progress", nullptr, std::nullopt);
+  const std::string pending = Object("in_progress", nullptr, std::nullopt, info_.store);
   out += Event("response.created", "\"response\":" + pending);
   out += Event("response.in_progress", "\"response\":" + pending);
   const json item = Message(message_id_, "in_progress", json::array());
-  out += Event("response.output_item.added", "\"output_index\":0,\"item\":" + DumpObject(item));
+  out += Event("response.output_item.added", "\"output_index\":0,\"item\":" + DumpJson(item));
   const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-  out += Event("response.content_part.added", "\"item_id\":" + DumpObject(message_id_) +
-                                                  ",\"output_index\":0,\"content_index\":0,\"part\":" + DumpObject(part));
+  out += Event("response.content_part.added", "\"item_id\":" + DumpJson(message_id_) +
+                                                  ",\"output_index\":0,\"content_index\":0,\"part\":" + DumpJson(part));
   return out;
 }
 
 std::string ResponsesTurn::DeltaEvent(const std::string& text) {
   text_ += text;
-  return Event("response.output_text.delta", "\"item_id\":" + DumpObject(message_id_) +
-                                                 ",\"output_index\":0,\"content_index\":0,\"delta\":" + DumpObject(text) +
+  return Event("response.output_text.delta", "\"item_id\":" + DumpJson(message_id_) +
+                                                 ",\"output_index\":0,\"content_index\":0,\"delta\":" + DumpJson(text) +
                                                  ",\"logprobs\":[]");
 }
 
 std::string ResponsesTurn::EndEvents(const RequestUsage& usage, std::optional<FinishReason> finish) {
   const bool cut = finish && *finish == FinishReason::kLength;
-  const std::string where = "\"item_id\":" + DumpObject(message_id_) + ",\"output_index\":0,\"content_index\":0";
+  const std::string where = "\"item_id\":" + DumpJson(message_id_) + ",\"output_index\":0,\"content_index\":0";
   std::string out;
-  out += Event("response.output_text.done", where + ",\"text\":" + DumpObject(text_) + ",\"logprobs\":[]");
+  out += Event("response.output_text.done", where + ",\"text\":" + DumpJson(text_) + ",\"logprobs\":[]");
   out += Event("response.content_part.done",
-               where + ",\"part\":" + DumpObject({{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}}));
+               where + ",\"part\":" + DumpJson({{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}}));
   out += Event("response.output_item.done",
                "\"output_index\":0,\"item\":" +
-                   DumpObject(Message(message_id_, cut ? "incomplete" : "completed", json::array({OutputText(text_)}))));
-  const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish);
+                   DumpJson(Message(message_id_, cut ? "incomplete" : "completed", json::array({OutputText(text_)}))));
+  const bool stored = WillStore();
+  const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish, stored);
   out += Event(cut ? "response.incomplete" : "response.completed", "\"response\":" + object);
-  Store(object);
+  if (stored) Store(object);
   return out;
 }
 
@@ -211,7 +126,7 @@ std::string ResponsesTurn::ErrorEvent(const ApiError& error) {
   const json fields = {{"code", error.code.empty() ? json(nullptr) : json(error.code)},
                        {"message", error.status.message()},
                        {"param", error.param.empty() ? json(nullptr) : json(error.param)}};
-  std::string members = DumpObject(fields);
+  std::string members = DumpJson(fields);
   return Event("error", members.substr(1, members.size() - 2));
 }
 
@@ -219,22 +134,23 @@ std::string ResponsesTurn::FinalBody(const std::string& text, const RequestUsage
                                      std::optional<FinishReason> finish) {
   text_ = text;
   const bool cut = finish && *finish == FinishReason::kLength;
-  const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish);
-  Store(object);
+  const bool stored = WillStore();
+  const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish, stored);
+  if (stored) Store(object);
   return object;
 }
 
 void ResponsesTurn::Store(const std::string& object) {
-  if (!info_.store || !store_) return;
   StoredResponse r;
   r.id = info_.id;
   r.tenant = info_.tenant;
   r.session_id = info_.session_id;
-  r.conversation = info_.conversation;
-  r.conversation.push_back({"assistant", text_});
+  r.previous_id = info_.previous_response_id;
   r.input = info_.input;
+  r.output = text_;
   r.object = object;
   store_->Put(std::move(r));
+  ended_ = true;
 }
 
 std::string InputItemsJson(const StoredResponse& response, bool ascending) {
@@ -255,7 +171,7 @@ std::string InputItemsJson(const StoredResponse& response, bool ascending) {
                {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
                {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
                {"has_more", false}};
-  return DumpObject(list);
+  return DumpJson(list);
 }
 
 }  // namespace kvserve

@@ -8,10 +8,11 @@
 //   DELETE /v1/responses/{id}               {"id", "object": "response", "deleted": true}
 //   GET    /v1/responses/{id}/input_items   {"object": "list", "data": [message items], ...}
 //
-// Conversation state: a stored response keeps the whole conversation (every input message and
-// every output so far). A request with previous_response_id continues it: the conversation is
-// rendered with the chat template as a chat completion would be, under the chain's chat
-// session, so only the new input is prefilled (the session matches the re-rendered history
+// Conversation state: a stored response keeps its own input and output and the id it continued
+// (response_store.h: deltas, bounded in bytes per API key). A request with
+// previous_response_id continues the chain: the conversation is rendered with the chat
+// template as a chat completion would be, under the chain's chat session, so only the new
+// input is prefilled (the session matches the re-rendered history
 // against its cache: engine/history_match.h). `instructions` apply to the one response (as
 // OpenAI's do; a system message in front), and are not carried to the next. Responses belong
 // to the caller's API key: another key's id is 404, as an unknown one.
@@ -37,41 +38,11 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/state_dir.h"
 #include "engine/tokenizer/chat_template.h"
 #include "server/api/error_mapping.h"
+#include "server/http/response_store.h"
 
 namespace kvserve {
-
-struct StoredResponse {
-  std::string id;
-  std::string tenant;
-  std::string session_id;                // the chain's chat session ("" when not stored)
-  std::vector<ChatMessage> conversation; // inputs and outputs so far, this response's output last
-  std::vector<ChatMessage> input;        // this request's input items
-  std::string object;                    // the response object (JSON)
-};
-
-// Stored responses, at most `max_stored` in memory (the oldest go first). With a state
-// directory (--state-dir) every stored response is also written there, and one no longer in
-// memory (after a restart, or past max_stored) is read back from it.
-class ResponseStore {
- public:
-  explicit ResponseStore(size_t max_stored = 4096, StateDir* disk = nullptr) : max_stored_(max_stored), disk_(disk) {}
-  void Put(StoredResponse response);
-  // Null when `tenant` has no response `id`.
-  std::optional<StoredResponse> Get(const std::string& tenant, const std::string& id);
-  bool Delete(const std::string& tenant, const std::string& id);
-
- private:
-  static std::string Key(const std::string& tenant, const std::string& id);
-  void PutLocked(const std::string& key, StoredResponse response);
-  const size_t max_stored_;
-  StateDir* const disk_;  // nullable, not owned
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, StoredResponse> responses_;  // by Key
-  std::deque<std::string> order_;                               // keys, oldest first
-};
 
 // What a response object repeats of its request.
 struct ResponsesTurnInfo {
@@ -88,7 +59,6 @@ struct ResponsesTurnInfo {
   // Stored with the response when `store`.
   std::string tenant;
   std::string session_id;
-  std::vector<ChatMessage> conversation;  // without instructions; this request's input last
   std::vector<ChatMessage> input;
 };
 
@@ -97,6 +67,9 @@ struct ResponsesTurnInfo {
 class ResponsesTurn {
  public:
   ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store);
+  ~ResponsesTurn();
+  ResponsesTurn(const ResponsesTurn&) = delete;
+  ResponsesTurn& operator=(const ResponsesTurn&) = delete;
 
   std::string StartEvents();                        // created ... content_part.added
   std::string DeltaEvent(const std::string& text);  // response.output_text.delta
@@ -107,9 +80,14 @@ class ResponsesTurn {
   std::string FinalBody(const std::string& text, const RequestUsage& usage, std::optional<FinishReason> finish);
 
  private:
-  std::string Object(const char* status, const RequestUsage* usage, std::optional<FinishReason> finish) const;
+  std::string Object(const char* status, const RequestUsage* usage, std::optional<FinishReason> finish,
+                     bool stored) const;
+  // Whether the completed response is stored (asked for, not deleted meanwhile, the state
+  // directory writing): what its object says in "store".
+  bool WillStore();
   std::string Event(const std::string& type, std::string fields_json);
   void Store(const std::string& object);
+  bool ended_ = false;  // stored or dropped: the store forgot the running response
 
   ResponsesTurnInfo info_;
   std::shared_ptr<ResponseStore> store_;

@@ -154,10 +154,20 @@ TEST_F(ResponsesTest, AChainPrefillsOnlyItsNewInput) {
       "POST", "/v1/responses", json{{"input", "Hi"}, {"previous_response_id", r2["id"]}}.dump(), "sk-b"));
   EXPECT_EQ(continued_status, 404);
   EXPECT_EQ(json::parse(continued)["error"]["param"], "previous_response_id");
+  // Deleting a response ends its chain's chat session: the conversation's KV cache goes
+  // with it (issue 54, D7), and its blocks are free.
+  EXPECT_EQ(engine_->GetStats().chat_sessions, 1);
   auto [deleted_status, deleted] = Reply(Call("DELETE", "/v1/responses/" + r1["id"].get<std::string>()));
   EXPECT_EQ(deleted_status, 200);
   EXPECT_EQ(json::parse(deleted)["deleted"], true);
   EXPECT_EQ(Reply(Call("GET", "/v1/responses/" + r1["id"].get<std::string>())).first, 404);
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().chat_sessions == 0; }));
+  EXPECT_TRUE(testing::WaitFor([&] { return engine_->GetStats().cache.used_blocks == 0; }));
+  // The rest of the chain is the client's to delete; continuing it after r1 is gone cannot
+  // rebuild the conversation: 404, as for any response that is not there.
+  EXPECT_EQ(Reply(Call("GET", "/v1/responses/" + r3["id"].get<std::string>())).first, 200);
+  EXPECT_EQ(Reply(Call("POST", "/v1/responses", json{{"input", "Hi"}, {"previous_response_id", r3["id"]}}.dump())).first,
+            404);
 }
 
 // Two continuations of one response at once (a client forking a conversation): both answer;
