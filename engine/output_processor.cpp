@@ -59,9 +59,9 @@ void OutputProcessor::StartMasks(const SchedulerOutput& out) {
     if (samples) mask_jobs_.push_back(s->output.get());
   }
   if (mask_jobs_.empty()) return;
-  if (!mask_worker_) mask_worker_ = std::make_unique<MaskWorker>();
+  if (!mask_worker_) mask_worker_ = std::make_unique<WorkerThread>();
   mask_seconds_.assign(mask_jobs_.size(), 0.0);
-  mask_worker_->Start([this] {
+  mask_worker_->Post([this] {
     for (size_t i = 0; i < mask_jobs_.size(); ++i) {
       const Clock::time_point start = Clock::now();
       SequenceOutput& o = *mask_jobs_[i];

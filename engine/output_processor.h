@@ -23,7 +23,7 @@
 #include "common/status.h"
 #include "engine/chat_session_store.h"
 #include "engine/grammar/matcher.h"
-#include "engine/mask_worker.h"
+#include "common/worker_thread.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -134,7 +134,7 @@ class OutputProcessor {
   std::vector<int32_t> stop_ids_;  // end-of-generation tokens, the tokenizer's EOS first
   std::vector<float> fork_logits_;  // [vocab]
   SamplerScratch scratch_;
-  std::unique_ptr<MaskWorker> mask_worker_;  // created with the first structured output
+  std::unique_ptr<WorkerThread> mask_worker_;  // created with the first structured output
   std::vector<SequenceOutput*> mask_jobs_;   // the running mask job's sequences
   std::vector<double> mask_seconds_;         // and how long each mask took
   std::vector<uint64_t> finished_;

@@ -5,37 +5,14 @@
 // So the listener only posts the reactor here, and this thread does that work.
 // The pin methods use instances of their own as worker threads for calls that block.
 //
-// Posting never waits for a task to run; tasks run one at a time in posting order. Tasks
-// still queued when the executor is destroyed are dropped (by then the gRPC server has shut
-// down and every reactor is done). Thread-safe; the destructor must not run on the
-// executor's own thread.
+// A WorkerThread (common/worker_thread.h): tasks still queued when it is destroyed are dropped,
+// and by then the gRPC server has shut down and every reactor is done.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
-#include <thread>
+#include "common/worker_thread.h"
 
 namespace kvserve {
 
-class ReactorExecutor {
- public:
-  ReactorExecutor();
-  ~ReactorExecutor();
-  ReactorExecutor(const ReactorExecutor&) = delete;
-  ReactorExecutor& operator=(const ReactorExecutor&) = delete;
-
-  void Post(std::function<void()> task);
-
- private:
-  void Run();
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts after the members above exist
-};
+using ReactorExecutor = WorkerThread;
 
 }  // namespace kvserve
