@@ -71,7 +71,8 @@ TEST(AdmissionTest, RequestsThatFinishWithoutAStepLeaveTheQueue) {
     EXPECT_EQ(r.choices[0].finish, FinishReason::kLength);
   }
   // Failed at admission: a session busy with another request.
-  GenerationRequest holder = Greedy({1, 2, 3}, 200);
+  // Long enough to outlast the four turns below on a loaded machine (200 tokens did not always).
+  GenerationRequest holder = Greedy({1, 2, 3}, 2000);
   holder.session_id = "s";
   auto running = engine->Submit(holder);
   ASSERT_TRUE(running.ok());
