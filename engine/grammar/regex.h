@@ -55,7 +55,7 @@ struct RegexOptions {
   // the NFA's states (counts multiply them: ((a{1000}){1000}) and the NFA states the subset
   // construction visits in all (its memory and time; ((a+)+)+... doubles them per level).
   int max_nfa_states = 250000;
-  int64_t max_subset_work = int64_t{1} << 25;
+  int64_t max_subset_work = int64_t{1} << 23;
   // Match the JSON string literal of each matching string instead: its quotes, and its
   // characters as JSON writes them: " and \ as \" and \\, control characters as \b \f \n \r
   // \t or \u00XX (hex in either case), / raw or as \/, every other code point raw (UTF-8).
