@@ -49,7 +49,10 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == kResponsesPath) return RouteSpec{Route::kResponses, "POST"};
   if (path.starts_with(kResponsesPath) && path.size() > kResponsesPath.size() + 1 &&
       path[kResponsesPath.size()] == '/') {
-    return RouteSpec{Route::kResponse, path.ends_with("/input_items") ? "GET" : "GET, DELETE"};
+    // On a worker thread: a stored response may be read from the state directory, and
+    // DELETE ends its chain's chat session on the engine thread.
+    return RouteSpec{Route::kResponse, path.ends_with("/input_items") ? "GET" : "GET, DELETE", Access::kKey,
+                     /*waits_for_engine=*/true};
   }
   if (path.starts_with(kModelsPrefix) && path.size() > sizeof(kModelsPrefix) - 1) {
     return RouteSpec{Route::kModel, "GET"};
