@@ -212,9 +212,7 @@ Status StateDir::Write(std::string_view kind, std::string_view key, std::string_
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (max_bytes_ > 0 && size > max_bytes_) {
-      DropPendingLocked(path);
-      removing_.insert(path);
-      stale_.push_back(path);  // the old record would answer for a state that moved on
+      RemoveLaterLocked(path);  // the old record would answer for a state that moved on
       cv_.notify_all();
       return ResourceExhaustedError("the record is larger than --state-max-bytes");
     }
@@ -427,13 +425,17 @@ bool StateDir::Remove(std::string_view kind, std::string_view key) {
   const std::string path = PathOf(kind, key);
   std::lock_guard<std::mutex> lock(mu_);
   const bool had = pending_.contains(path) || (records_.contains(path) && !removing_.contains(path)) || path == in_flight_;
-  DropPendingLocked(path);
-  // The file goes on the writer thread, after any write of it in flight; until then Read
-  // treats it as gone.
-  removing_.insert(path);
-  stale_.push_back(path);
+  RemoveLaterLocked(path);
   cv_.notify_all();
   return had;
+}
+
+void StateDir::RemoveLaterLocked(const std::string& path) {
+  // The file goes on the writer thread, after any write of it in flight; until then Read
+  // treats it as gone.
+  DropPendingLocked(path);
+  removing_.insert(path);
+  stale_.push_back(path);
 }
 
 int64_t StateDir::used_bytes() {

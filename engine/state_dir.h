@@ -103,6 +103,8 @@ class StateDir {
   // size. REQUIRES: io_mu_ held.
   StatusOr<int64_t> WriteFile(const Job& job, const std::string& path);
   void DropPendingLocked(const std::string& path);
+  // Drops a queued write of `path` and queues the removal of its file.
+  void RemoveLaterLocked(const std::string& path);
 
   struct Record {
     int64_t size;

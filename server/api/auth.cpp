@@ -4,7 +4,6 @@
 #include <openssl/crypto.h>
 
 #include <cctype>
-#include <cstdio>
 
 #include "common/sha256.h"
 
@@ -15,14 +14,7 @@ std::string TenantOf(const std::string& key) {
   std::string salted("kvserve-tenant");
   salted.push_back('\0');
   salted += key;
-  const Sha256Digest d = Sha256Of(salted.data(), salted.size());
-  std::string out = "key-";
-  char hex[3];
-  for (int i = 0; i < 8; ++i) {
-    std::snprintf(hex, sizeof(hex), "%02x", d[static_cast<size_t>(i)]);
-    out += hex;
-  }
-  return out;
+  return "key-" + ToHex(Sha256(salted).substr(0, 8));
 }
 
 }  // namespace

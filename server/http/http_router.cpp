@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include "common/log.h"
+#include "common/sha256.h"
 #include "server/api/metrics.h"
 #include "server/http/console.h"
 
@@ -137,9 +138,7 @@ std::string HttpRouter::RandomId(std::string_view prefix) {
     thread_local std::mt19937_64 fallback(std::random_device{}());  // only if OpenSSL's pool fails
     for (unsigned char& b : bits) b = static_cast<unsigned char>(fallback());
   }
-  std::string id(prefix);
-  for (unsigned char b : bits) id += fmt::format("{:02x}", b);
-  return id;
+  return std::string(prefix) + ToHex(std::string_view(reinterpret_cast<const char*>(bits.data()), bits.size()));
 }
 
 HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {

@@ -157,6 +157,16 @@ uint64_t BigEndian(const zmq::message_t& m) {
   return v;
 }
 
+// A SUB socket on the publisher's topics, connected long enough for its subscription to
+// arrive (ZMQ's slow joiner: a message sent before that is not delivered to it).
+zmq::socket_t Subscribe(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@");
+  sub.connect(endpoint);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return sub;
+}
+
 TEST(KvEventPublisher, PublishesBatchesAndReplaysThem) {
   const std::string dir = ::testing::TempDir();
   KvEventsOptions o;
@@ -168,10 +178,7 @@ TEST(KvEventPublisher, PublishesBatchesAndReplaysThem) {
   ASSERT_TRUE(pub.ok()) << pub.status().message();
 
   zmq::context_t ctx;
-  zmq::socket_t sub(ctx, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::subscribe, "kv@");
-  sub.connect(o.endpoint);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ's slow joiner: let the subscription arrive
+  zmq::socket_t sub = Subscribe(ctx, o.endpoint);
   const auto no_state = [] { return std::vector<PrefixEvent>{}; };  // never asked: no overflow
   (*pub)->Enqueue({Stored(1, 1, kPrefixRoot, Tokens(0, 16))}, no_state);
   (*pub)->Enqueue({Removed(1, 1)}, no_state);
@@ -264,10 +271,7 @@ TEST(KvEventPublisher, AnOverflowShowsAGapAndTheNextBatchRebuildsTheViewExactly)
   StatusOr<std::unique_ptr<KvEventPublisher>> pub = KvEventPublisher::Start(o);
   ASSERT_TRUE(pub.ok()) << pub.status().message();
   zmq::context_t ctx;
-  zmq::socket_t sub(ctx, zmq::socket_type::sub);
-  sub.set(zmq::sockopt::subscribe, "kv@");
-  sub.connect(o.endpoint);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ's slow joiner
+  zmq::socket_t sub = Subscribe(ctx, o.endpoint);
 
   // A real prefix index: chains published, extended and partly forgotten over 7 steps while
   // the publisher is held, so its queue of 2 overflows (twice).
