@@ -2,6 +2,7 @@
 // whitespace, and the JSON string encoding of a regex's classes.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -10,11 +11,74 @@
 
 namespace kvserve {
 
+int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
+  for (char c : bytes) {
+    if (state < 0) return kDead;
+    state = Step(state, static_cast<uint8_t>(c));
+  }
+  return state;
+}
+
+ByteDfa ByteDfa::FromRows(std::span<const Row> rows, std::vector<char> accepting, int32_t start) {
+  std::array<uint8_t, 256> identity;
+  for (int b = 0; b < 256; ++b) identity[static_cast<size_t>(b)] = static_cast<uint8_t>(b);
+  std::vector<int32_t> table;
+  table.reserve(rows.size() * 256);
+  for (const Row& row : rows) table.insert(table.end(), row.begin(), row.end());
+  return FromTable(identity, 256, std::move(table), std::move(accepting), start);
+}
+
+ByteDfa ByteDfa::FromTable(const std::array<uint8_t, 256>& byte_class, int32_t num_classes, std::vector<int32_t> table,
+                           std::vector<char> accepting, int32_t start) {
+  const size_t n = accepting.size(), width = static_cast<size_t>(num_classes);
+  auto same_column = [&](size_t a, size_t b) {
+    for (size_t s = 0; s < n; ++s) {
+      if (table[s * width + a] != table[s * width + b]) return false;
+    }
+    return true;
+  };
+  // Columns by hash, then compared; classes renumbered in the order of their first byte.
+  std::vector<int32_t> renumber(width, -1);
+  std::vector<size_t> kept;  // [new class] its column in `table`
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;
+  ByteDfa out;
+  for (int b = 0; b < 256; ++b) {
+    const size_t c = byte_class[static_cast<size_t>(b)];
+    if (renumber[c] < 0) {
+      uint64_t h = 0x9e3779b97f4a7c15ull;
+      for (size_t s = 0; s < n; ++s) h = (h ^ static_cast<uint32_t>(table[s * width + c])) * 0x100000001b3ull;
+      std::vector<int32_t>& candidates = by_hash[h];
+      for (int32_t k : candidates) {
+        if (same_column(kept[static_cast<size_t>(k)], c)) renumber[c] = k;
+      }
+      if (renumber[c] < 0) {
+        renumber[c] = static_cast<int32_t>(kept.size());
+        candidates.push_back(renumber[c]);
+        kept.push_back(c);
+      }
+    }
+    out.byte_class[static_cast<size_t>(b)] = static_cast<uint8_t>(renumber[c]);
+  }
+  out.num_classes = static_cast<int32_t>(kept.size());
+  if (kept.size() == width && std::is_sorted(kept.begin(), kept.end())) {
+    out.table = std::move(table);  // already canonical
+  } else {
+    out.table.reserve(n * kept.size());
+    for (size_t s = 0; s < n; ++s) {
+      for (size_t c : kept) out.table.push_back(table[s * width + c]);
+    }
+  }
+  out.accepting = std::move(accepting);
+  out.start = start;
+  return out;
+}
+
 ByteDfa PruneDfa(ByteDfa dfa) {
-  const size_t n = dfa.next.size();
+  const size_t n = static_cast<size_t>(dfa.num_states()), width = static_cast<size_t>(dfa.num_classes);
   std::vector<std::vector<int32_t>> back(n);
   for (size_t s = 0; s < n; ++s) {
-    for (int32_t t : dfa.next[s]) {
+    for (size_t c = 0; c < width; ++c) {
+      const int32_t t = dfa.table[s * width + c];
       if (t >= 0) back[static_cast<size_t>(t)].push_back(static_cast<int32_t>(s));
     }
   }
@@ -31,26 +95,26 @@ ByteDfa PruneDfa(ByteDfa dfa) {
     }
   }
   std::vector<int32_t> remap(n, ByteDfa::kDead);
-  ByteDfa out;
+  std::vector<char> accepting;
   for (size_t s = 0; s < n; ++s) {
-    if (live[s]) remap[s] = static_cast<int32_t>(out.accepting.size()), out.accepting.push_back(dfa.accepting[s]);
+    if (live[s]) remap[s] = static_cast<int32_t>(accepting.size()), accepting.push_back(dfa.accepting[s]);
   }
+  std::vector<int32_t> table;
+  table.reserve(accepting.size() * width);
   for (size_t s = 0; s < n; ++s) {
     if (!live[s]) continue;
-    std::array<int32_t, 256> row;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = dfa.next[s][static_cast<size_t>(b)];
-      row[static_cast<size_t>(b)] = t < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(t)];
+    for (size_t c = 0; c < width; ++c) {
+      const int32_t t = dfa.table[s * width + c];
+      table.push_back(t < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(t)]);
     }
-    out.next.push_back(row);
   }
-  out.start = dfa.start < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(dfa.start)];
-  return out;
+  const int32_t start = dfa.start < 0 ? ByteDfa::kDead : remap[static_cast<size_t>(dfa.start)];
+  return ByteDfa::FromTable(dfa.byte_class, dfa.num_classes, std::move(table), std::move(accepting), start);
 }
 
 ByteDfa MinimizeDfa(const ByteDfa& dfa) {
-  // Moore's refinement: states are equal until a byte leads them to different classes.
-  const size_t n = dfa.next.size();
+  // Moore's refinement: states are equal until a class of bytes leads them to different classes.
+  const size_t n = static_cast<size_t>(dfa.num_states()), width = static_cast<size_t>(dfa.num_classes);
   std::vector<int32_t> cls(n);
   for (size_t s = 0; s < n; ++s) cls[s] = dfa.accepting[s] ? 1 : 0;
   for (size_t classes = 0;;) {
@@ -58,105 +122,132 @@ ByteDfa MinimizeDfa(const ByteDfa& dfa) {
     std::vector<int32_t> next_cls(n);
     for (size_t s = 0; s < n; ++s) {
       std::vector<int32_t> signature = {cls[s]};
-      for (int32_t t : dfa.next[s]) signature.push_back(t < 0 ? -1 : cls[static_cast<size_t>(t)]);
+      for (size_t c = 0; c < width; ++c) {
+        const int32_t t = dfa.table[s * width + c];
+        signature.push_back(t < 0 ? -1 : cls[static_cast<size_t>(t)]);
+      }
       next_cls[s] = ids.try_emplace(std::move(signature), static_cast<int32_t>(ids.size())).first->second;
     }
     cls.swap(next_cls);
     if (ids.size() == classes) break;
     classes = ids.size();
   }
-  ByteDfa out;
   const int32_t count = n == 0 ? 0 : *std::max_element(cls.begin(), cls.end()) + 1;
-  out.next.resize(static_cast<size_t>(count));
-  out.accepting.assign(static_cast<size_t>(count), 0);
+  std::vector<int32_t> table(static_cast<size_t>(count) * width);
+  std::vector<char> accepting(static_cast<size_t>(count), 0);
   for (size_t s = 0; s < n; ++s) {
     const size_t c = static_cast<size_t>(cls[s]);
-    out.accepting[c] = dfa.accepting[s];
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = dfa.next[s][static_cast<size_t>(b)];
-      out.next[c][static_cast<size_t>(b)] = t < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(t)];
+    accepting[c] = dfa.accepting[s];
+    for (size_t k = 0; k < width; ++k) {
+      const int32_t t = dfa.table[s * width + k];
+      table[c * width + k] = t < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(t)];
     }
   }
-  out.start = dfa.start < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(dfa.start)];
-  return out;
+  const int32_t start = dfa.start < 0 ? ByteDfa::kDead : cls[static_cast<size_t>(dfa.start)];
+  return ByteDfa::FromTable(dfa.byte_class, dfa.num_classes, std::move(table), std::move(accepting), start);
 }
 
 StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b, int max_states) {
-  ByteDfa out;
-  if (a.start < 0 || (keep_b && b.start < 0)) return out;
+  if (a.start < 0 || (keep_b && b.start < 0)) return ByteDfa{};
+  // The product's classes: the bytes both automata treat alike, each with a byte standing for it.
+  std::array<uint8_t, 256> byte_class;
+  std::vector<uint8_t> sample;
+  std::map<std::pair<uint8_t, uint8_t>, uint8_t> joint;
+  for (int byte = 0; byte < 256; ++byte) {
+    const std::pair key{a.byte_class[static_cast<size_t>(byte)], b.byte_class[static_cast<size_t>(byte)]};
+    auto [it, added] = joint.try_emplace(key, static_cast<uint8_t>(sample.size()));
+    if (added) sample.push_back(static_cast<uint8_t>(byte));
+    byte_class[static_cast<size_t>(byte)] = it->second;
+  }
   // b's dead state stays a (non-accepting) state of the product when b is subtracted.
   std::map<std::pair<int32_t, int32_t>, int32_t> ids;
   std::vector<std::pair<int32_t, int32_t>> pairs = {{a.start, b.start}};
   ids[pairs[0]] = 0;
+  std::vector<int32_t> table;
+  std::vector<char> accepting;
   for (size_t i = 0; i < pairs.size(); ++i) {
     if (static_cast<int>(pairs.size()) > max_states) {
       return ResourceExhaustedError(fmt::format("an intersection of automata needs more than {} states", max_states));
     }
     const auto [sa, sb] = pairs[i];
-    std::array<int32_t, 256> row;
-    row.fill(ByteDfa::kDead);
-    std::pair<int32_t, int32_t> last = {ByteDfa::kDead, ByteDfa::kDead};
-    int32_t last_id = ByteDfa::kDead;
-    for (int c = 0; c < 256; ++c) {
-      const int32_t ta = a.next[static_cast<size_t>(sa)][static_cast<size_t>(c)];
-      const int32_t tb = b.Step(sb, static_cast<uint8_t>(c));
-      if (ta < 0 || (keep_b && tb < 0)) continue;
-      if (std::pair{ta, tb} != last) {  // neighbouring bytes mostly go to the same pair
-        auto [it, added] = ids.try_emplace({ta, tb}, static_cast<int32_t>(pairs.size()));
-        if (added) pairs.push_back({ta, tb});
-        last = {ta, tb};
-        last_id = it->second;
+    for (uint8_t byte : sample) {
+      const int32_t ta = a.Step(sa, byte), tb = b.Step(sb, byte);
+      if (ta < 0 || (keep_b && tb < 0)) {
+        table.push_back(ByteDfa::kDead);
+        continue;
       }
-      row[static_cast<size_t>(c)] = last_id;
+      auto [it, added] = ids.try_emplace({ta, tb}, static_cast<int32_t>(pairs.size()));
+      if (added) pairs.push_back({ta, tb});
+      table.push_back(it->second);
     }
-    out.next.push_back(row);
-    out.accepting.push_back(a.Accepts(sa) && b.Accepts(sb) == keep_b ? 1 : 0);
+    accepting.push_back(a.Accepts(sa) && b.Accepts(sb) == keep_b ? 1 : 0);
   }
-  out.start = 0;
-  return PruneDfa(std::move(out));
+  return PruneDfa(ByteDfa::FromTable(byte_class, static_cast<int32_t>(sample.size()), std::move(table),
+                                     std::move(accepting), 0));
 }
 
 ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws) {
   if (dfa.start < 0 || max_ws == 0) return dfa;
-  ByteDfa out = dfa;
+  // Each whitespace byte gets a class of its own (the new states tell them apart).
+  static constexpr std::array<uint8_t, 4> kWs = {' ', '\t', '\n', '\r'};
+  std::array<uint8_t, 256> byte_class = dfa.byte_class;
+  std::vector<size_t> source;  // [class] the column of dfa it starts as
+  for (int32_t c = 0; c < dfa.num_classes; ++c) source.push_back(static_cast<size_t>(c));
+  for (uint8_t ws : kWs) {
+    const uint8_t c = byte_class[ws];
+    bool shared = false;
+    for (int byte = 0; byte < 256; ++byte) shared |= byte != ws && byte_class[static_cast<size_t>(byte)] == c;
+    if (!shared) continue;
+    byte_class[ws] = static_cast<uint8_t>(source.size());
+    source.push_back(c);
+  }
+  const size_t width = source.size(), old_width = static_cast<size_t>(dfa.num_classes);
+  std::vector<int32_t> table;
+  for (int32_t s = 0; s < dfa.num_states(); ++s) {
+    for (size_t c : source) table.push_back(dfa.table[static_cast<size_t>(s) * old_width + c]);
+  }
+  std::vector<char> accepting = dfa.accepting;
   // New states, each behaving as the start for any other byte. Unbounded: one state that loops
   // on whitespace. Bounded by k: the layout of JSON as people and models write it, with no run
   // of blank lines: s_0 (the start) .. s_k have read i spaces or tabs; from s_0 one line break
-  // ("\n", or "\r" r then "\n") goes to n_0, and n_0 .. n_k read the indentation after it.
-  auto add_state = [&] {
-    out.next.push_back(dfa.next[static_cast<size_t>(dfa.start)]);
-    out.accepting.push_back(dfa.accepting[static_cast<size_t>(dfa.start)]);
-    return out.num_states() - 1;
+  // ("\n", or "\r" then "\n") goes to n_0, and n_0 .. n_k read the indentation after it.
+  const auto start_at = table.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(dfa.start) * width);
+  const std::vector<int32_t> start_row(start_at, start_at + static_cast<std::ptrdiff_t>(width));
+  auto add_state = [&](bool like_start) {
+    if (like_start) {
+      table.insert(table.end(), start_row.begin(), start_row.end());
+    } else {
+      table.insert(table.end(), width, ByteDfa::kDead);
+    }
+    accepting.push_back(like_start ? dfa.accepting[static_cast<size_t>(dfa.start)] : 0);
+    return static_cast<int32_t>(accepting.size()) - 1;
   };
+  auto set = [&](int32_t from, uint8_t byte, int32_t to) { table[static_cast<size_t>(from) * width + byte_class[byte]] = to; };
+  int32_t start = ByteDfa::kDead;
   if (max_ws < 0) {
-    const int32_t loop = add_state();
-    for (uint8_t ws : {' ', '\t', '\n', '\r'}) out.next[static_cast<size_t>(loop)][ws] = loop;
-    out.start = loop;
-    return PruneDfa(std::move(out));
-  }
-  std::vector<int32_t> spaces, indent;
-  for (int i = 0; i <= max_ws; ++i) spaces.push_back(add_state());
-  for (int i = 0; i <= max_ws; ++i) indent.push_back(add_state());
-  const int32_t cr = out.num_states();  // after "\r": only "\n"
-  out.next.emplace_back();
-  out.next.back().fill(ByteDfa::kDead);
-  out.accepting.push_back(0);
-  auto set = [&out](int32_t from, uint8_t byte, int32_t to) { out.next[static_cast<size_t>(from)][byte] = to; };
-  for (int i = 0; i <= max_ws; ++i) {
-    const int32_t next_space = i < max_ws ? spaces[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
-    const int32_t next_indent = i < max_ws ? indent[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
-    for (uint8_t ws : {' ', '\t'}) {
-      set(spaces[static_cast<size_t>(i)], ws, next_space);
-      set(indent[static_cast<size_t>(i)], ws, next_indent);
+    start = add_state(true);
+    for (uint8_t ws : kWs) set(start, ws, start);
+  } else {
+    std::vector<int32_t> spaces, indent;
+    for (int i = 0; i <= max_ws; ++i) spaces.push_back(add_state(true));
+    for (int i = 0; i <= max_ws; ++i) indent.push_back(add_state(true));
+    const int32_t cr = add_state(false);  // after "\r": only "\n"
+    for (int i = 0; i <= max_ws; ++i) {
+      const int32_t next_space = i < max_ws ? spaces[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+      const int32_t next_indent = i < max_ws ? indent[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+      for (uint8_t ws : {' ', '\t'}) {
+        set(spaces[static_cast<size_t>(i)], ws, next_space);
+        set(indent[static_cast<size_t>(i)], ws, next_indent);
+      }
+      for (uint8_t br : {'\n', '\r'}) {
+        set(spaces[static_cast<size_t>(i)], br, i == 0 ? (br == '\n' ? indent[0] : cr) : ByteDfa::kDead);
+        set(indent[static_cast<size_t>(i)], br, ByteDfa::kDead);
+      }
     }
-    for (uint8_t br : {'\n', '\r'}) {
-      set(spaces[static_cast<size_t>(i)], br, i == 0 ? (br == '\n' ? indent[0] : cr) : ByteDfa::kDead);
-      set(indent[static_cast<size_t>(i)], br, ByteDfa::kDead);
-    }
+    set(cr, '\n', indent[0]);
+    start = spaces[0];
   }
-  set(cr, '\n', indent[0]);
-  out.start = spaces[0];
-  return PruneDfa(std::move(out));
+  return PruneDfa(ByteDfa::FromTable(byte_class, static_cast<int32_t>(width), std::move(table), std::move(accepting), start));
 }
 
 std::string JsonStringLiteral(std::string_view text) {

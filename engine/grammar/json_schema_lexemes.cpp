@@ -112,28 +112,32 @@ std::string NumberAtMostRegex(int64_t b, bool exclusive) {
 }
 
 ByteDfa DivisibleDfa(int64_t k) {
-  ByteDfa dfa;
-  auto add = [&](bool accepting) {
-    std::array<int32_t, 256> row;
-    row.fill(ByteDfa::kDead);
-    dfa.next.push_back(row);
-    dfa.accepting.push_back(accepting ? 1 : 0);
-    return static_cast<int32_t>(dfa.next.size()) - 1;
+  // Classes: 0 every other byte, 1 '-', 2 + d the digit d.
+  constexpr size_t kWidth = 12;
+  std::array<uint8_t, 256> byte_class{};
+  byte_class['-'] = 1;
+  for (int d = 0; d <= 9; ++d) byte_class[static_cast<size_t>('0' + d)] = static_cast<uint8_t>(2 + d);
+  std::vector<int32_t> table;
+  std::vector<char> accepting;
+  auto add = [&](bool accepts) {
+    table.insert(table.end(), kWidth, ByteDfa::kDead);
+    accepting.push_back(accepts ? 1 : 0);
+    return static_cast<int32_t>(accepting.size()) - 1;
   };
+  auto set = [&](int32_t from, size_t cls, int32_t to) { table[static_cast<size_t>(from) * kWidth + cls] = to; };
   const int32_t start = add(false), minus = add(false), zero = add(true);
-  const int32_t rem0 = static_cast<int32_t>(dfa.next.size());
+  const int32_t rem0 = static_cast<int32_t>(accepting.size());
   for (int64_t r = 0; r < k; ++r) add(r == 0);
-  dfa.next[static_cast<size_t>(start)]['-'] = minus;
-  dfa.next[static_cast<size_t>(start)]['0'] = zero;
+  set(start, 1, minus);
+  set(start, 2, zero);
   for (int d = 1; d <= 9; ++d) {
-    dfa.next[static_cast<size_t>(start)]['0' + d] = rem0 + static_cast<int32_t>(d % k);
-    dfa.next[static_cast<size_t>(minus)]['0' + d] = rem0 + static_cast<int32_t>(d % k);
+    set(start, static_cast<size_t>(2 + d), rem0 + static_cast<int32_t>(d % k));
+    set(minus, static_cast<size_t>(2 + d), rem0 + static_cast<int32_t>(d % k));
   }
   for (int64_t r = 0; r < k; ++r) {
-    for (int d = 0; d <= 9; ++d) dfa.next[static_cast<size_t>(rem0 + r)]['0' + d] = rem0 + static_cast<int32_t>((r * 10 + d) % k);
+    for (int d = 0; d <= 9; ++d) set(rem0 + static_cast<int32_t>(r), static_cast<size_t>(2 + d), rem0 + static_cast<int32_t>((r * 10 + d) % k));
   }
-  dfa.start = start;
-  return PruneDfa(std::move(dfa));
+  return PruneDfa(ByteDfa::FromTable(byte_class, kWidth, std::move(table), std::move(accepting), start));
 }
 
 StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer) {

@@ -123,14 +123,10 @@ LexGrammar ByteGrammar(const Grammar& grammar) {
         const std::string key = fmt::format("{}-{}", sym.lo, sym.hi);
         int32_t id = g.FindLexeme(key);
         if (id < 0) {  // one byte in [lo, hi], then nothing
-          ByteDfa dfa;
-          std::array<int32_t, 256> row;
-          row.fill(ByteDfa::kDead);
-          dfa.next = {row, row};
-          for (int b = sym.lo; b <= sym.hi; ++b) dfa.next[0][static_cast<size_t>(b)] = 1;
-          dfa.accepting = {0, 1};
-          dfa.start = 0;
-          id = g.AddLexeme(key, std::move(dfa));
+          std::vector<ByteDfa::Row> rows(2);
+          for (ByteDfa::Row& row : rows) row.fill(ByteDfa::kDead);
+          for (int b = sym.lo; b <= sym.hi; ++b) rows[0][static_cast<size_t>(b)] = 1;
+          id = g.AddLexeme(key, ByteDfa::FromRows(rows, {0, 1}, 0));
         }
         symbols.push_back(LexGrammar::Lexeme(id));
       }

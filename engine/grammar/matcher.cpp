@@ -38,7 +38,15 @@ CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std:
     : grammar_(std::move(grammar)),
       trie_(trie),
       shared_(shared ? std::move(shared) : std::make_shared<SharedMaskCache>()),
-      digests_(grammar_.lexemes.size()) {}
+      digests_(grammar_.lexemes.size()) {
+  for (const ByteDfa& dfa : grammar_.lexemes) {
+    std::map<std::pair<uint8_t, uint8_t>, uint8_t> meet;
+    for (size_t b = 0; b < 256; ++b) {
+      byte_class_[b] = meet.try_emplace({byte_class_[b], dfa.byte_class[b]}, static_cast<uint8_t>(meet.size())).first->second;
+    }
+    num_classes_ = static_cast<int32_t>(meet.size());
+  }
+}
 
 const std::string& CompiledGrammar::LexemeDigest(int32_t lexeme) {
   std::string& d = digests_[static_cast<size_t>(lexeme)];
@@ -49,10 +57,9 @@ const std::string& CompiledGrammar::LexemeDigest(int32_t lexeme) {
   for (int64_t v : {int64_t{dfa.num_states()}, int64_t{dfa.start}, int64_t{bound.min}, int64_t{bound.max}, int64_t{bound.open}}) {
     h.Add(v);
   }
-  for (int s = 0; s < dfa.num_states(); ++s) {
-    h.Add(dfa.accepting[static_cast<size_t>(s)]);
-    for (int32_t t : dfa.next[static_cast<size_t>(s)]) h.Add(t);
-  }
+  for (uint8_t c : dfa.byte_class) h.Add(c);
+  for (char a : dfa.accepting) h.Add(a);
+  for (int32_t t : dfa.table) h.Add(t);
   d = h.Bytes();
   return d;
 }
@@ -86,11 +93,12 @@ int CompiledGrammar::num_lexer_states() const {
 
 size_t CompiledGrammar::ApproxBytes() const {
   std::lock_guard lock(mu_);
-  size_t bytes = static_cast<size_t>(grammar_.num_dfa_states()) * (sizeof(std::array<int32_t, 256>) + 1);
+  size_t bytes = 0;
+  for (const ByteDfa& dfa : grammar_.lexemes) bytes += dfa.memory_bytes();
   for (const auto& alts : grammar_.rules) {
     for (const auto& alt : alts) bytes += sizeof(alt) + alt.size() * sizeof(int32_t);
   }
-  for (const LexState& s : states_) bytes += sizeof(LexState) + (s.pairs.size() + s.accepted.size()) * 8;
+  for (const LexState& s : states_) bytes += sizeof(LexState) + s.pairs.size() * 8 + (s.accepted.size() + s.next.size()) * 4;
   for (const auto& e : entries_) {
     if (e) bytes += sizeof(MaskEntry) + e->boundary.size() * 8;
   }
@@ -107,7 +115,7 @@ int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> pairs) 
   }
   s.accepted.erase(std::unique(s.accepted.begin(), s.accepted.end()), s.accepted.end());
   s.pairs = std::move(pairs);
-  s.next.fill(kUnknown);
+  s.next.assign(static_cast<size_t>(num_classes_), kUnknown);
   states_.push_back(std::move(s));
   return it->second;
 }
@@ -132,7 +140,7 @@ int32_t CompiledGrammar::ComputeStep(int32_t state, uint8_t byte) {
     if (t >= 0) pairs.push_back({lexeme, t});
   }
   const int32_t next = Intern(std::move(pairs));  // may move states_
-  states_[static_cast<size_t>(state)].next[byte] = next;
+  states_[static_cast<size_t>(state)].next[byte_class_[byte]] = next;
   return next;
 }
 

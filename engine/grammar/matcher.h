@@ -63,7 +63,7 @@ class CompiledGrammar {
   struct LexState {
     std::vector<std::pair<int32_t, int32_t>> pairs;  // (lexeme, automaton state), sorted
     std::vector<int32_t> accepted;                   // lexemes in an accepting state, sorted
-    std::array<int32_t, 256> next;                   // kUnknown until met; kDead
+    std::vector<int32_t> next;                       // [byte class] kUnknown until met; kDead
     int32_t bulk_reach = kUnknown;                   // BulkReach, once computed
   };
   struct MaskEntry {
@@ -75,7 +75,7 @@ class CompiledGrammar {
   int32_t Intern(std::vector<std::pair<int32_t, int32_t>> pairs);
   int32_t StartState(const std::vector<int32_t>& expected);
   int32_t Step(int32_t state, uint8_t byte) {
-    const int32_t t = states_[static_cast<size_t>(state)].next[byte];
+    const int32_t t = states_[static_cast<size_t>(state)].next[byte_class_[byte]];
     return t != kUnknown ? t : ComputeStep(state, byte);
   }
   // Interns the next state (which may move states_) and records it.
@@ -97,6 +97,9 @@ class CompiledGrammar {
   const TokenTrie* trie_;
   std::shared_ptr<SharedMaskCache> shared_;
   mutable std::mutex mu_;
+  // The bytes every lexeme treats alike (the meet of their classes): a lexer state's row.
+  std::array<uint8_t, 256> byte_class_{};
+  int32_t num_classes_ = 1;
   std::vector<std::string> digests_;  // [lexeme] its automaton's content hash ("" until needed)
   std::vector<LexState> states_;
   std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> state_ids_;

@@ -185,14 +185,6 @@ void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>* out) {
 
 }  // namespace regex_ast
 
-int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
-  for (char c : bytes) {
-    if (state < 0) return kDead;
-    state = next[static_cast<size_t>(state)][static_cast<uint8_t>(c)];
-  }
-  return state;
-}
-
 namespace {
 
 // Adds to `set` what its states reach by epsilon moves, sorted. `mark` (one entry per NFA
@@ -227,41 +219,54 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, const Regex
   // Each set is held once, as its key (the keys of an unordered_map do not move).
   std::unordered_map<std::vector<int>, int32_t, SetHash> ids;
   std::vector<const std::vector<int>*> sets;
-  ByteDfa dfa;
+  // The bytes split into intervals on which every edge agrees: the automaton's classes (one
+  // closure per class and set instead of per byte).
+  std::vector<int> cuts = {0, 256};
+  for (const auto& edges : nfa.edges) {
+    for (const Nfa::Edge& e : edges) cuts.push_back(e.lo), cuts.push_back(e.hi + 1);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const size_t num_classes = cuts.size() - 1;
+  std::array<uint8_t, 256> byte_class;
+  for (size_t c = 0; c < num_classes; ++c) {
+    std::fill(byte_class.begin() + cuts[c], byte_class.begin() + cuts[c + 1], static_cast<uint8_t>(c));
+  }
+  std::vector<int32_t> table;
+  std::vector<char> accepting;
   std::vector<uint32_t> mark(nfa.eps.size(), 0);
   uint32_t stamp = 0;
   std::vector<int> first = {start};
   Closure(nfa, &first, &mark, ++stamp);
   sets.push_back(&ids.try_emplace(std::move(first), 0).first->first);
   int64_t work = 0;  // NFA states of every closure taken (each is visited once per closure)
+  std::vector<std::vector<int>> targets(num_classes);
   for (size_t d = 0; d < sets.size(); ++d) {
     if (static_cast<int>(sets.size()) > max_states) {
       return ResourceExhaustedError(fmt::format("the regex needs more than {} automaton states", max_states));
     }
     const std::vector<int>& set = *sets[d];
-    // The bytes split into intervals on which every edge of the set agrees: one closure per
-    // interval instead of per byte.
-    std::vector<int> cuts = {0, 256};
-    for (int s : set) {
-      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) cuts.push_back(e.lo), cuts.push_back(e.hi + 1);
-    }
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    std::array<int32_t, 256> row;
-    row.fill(ByteDfa::kDead);
-    std::vector<std::vector<int>> targets(cuts.size() - 1);
     for (int s : set) {
       for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
-        const size_t from = static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), int{e.lo}) - cuts.begin());
-        for (size_t c = from; cuts[c] <= e.hi; ++c) targets[c].push_back(e.to);
+        for (size_t c = byte_class[e.lo]; c <= byte_class[e.hi]; ++c) targets[c].push_back(e.to);
       }
     }
-    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-      const int lo = cuts[c];
+    // Classes with the same edges out of this set share one closure.
+    std::map<std::vector<int>, int32_t> seen_here;
+    for (size_t c = 0; c < num_classes; ++c) {
       std::vector<int>& t = targets[c];
-      if (t.empty()) continue;
+      if (t.empty()) {
+        table.push_back(ByteDfa::kDead);
+        continue;
+      }
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
+      auto [here, fresh] = seen_here.try_emplace(t, 0);
+      if (!fresh) {
+        table.push_back(here->second);
+        t.clear();
+        continue;
+      }
       Closure(nfa, &t, &mark, ++stamp);
       work += static_cast<int64_t>(t.size());
       if (work > options.max_subset_work) {
@@ -269,13 +274,14 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, const Regex
       }
       auto [it, added] = ids.try_emplace(std::move(t), static_cast<int32_t>(sets.size()));
       if (added) sets.push_back(&it->first);
-      std::fill(row.begin() + lo, row.begin() + cuts[c + 1], it->second);
+      table.push_back(it->second);
+      here->second = it->second;
+      t.clear();
     }
-    dfa.next.push_back(row);
-    dfa.accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
+    accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
   }
-  dfa.start = 0;
-  return PruneDfa(std::move(dfa));
+  return PruneDfa(ByteDfa::FromTable(byte_class, static_cast<int32_t>(num_classes), std::move(table),
+                                     std::move(accepting), 0));
 }
 
 }  // namespace
@@ -349,30 +355,44 @@ Status CheckChoices(std::span<const std::string> choices, std::string_view what)
 }
 
 ByteDfa ChoiceDfa(std::span<const std::string> choices) {
-  // A trie of the choices is already deterministic.
-  ByteDfa dfa;
-  auto add_state = [&] {
-    std::array<int32_t, 256> row;
-    row.fill(ByteDfa::kDead);
-    dfa.next.push_back(row);
-    dfa.accepting.push_back(0);
-    return static_cast<int32_t>(dfa.next.size()) - 1;
-  };
-  dfa.start = add_state();
+  // A trie of the choices is already deterministic. Its classes: each byte the choices use,
+  // and every other byte (dead everywhere).
+  std::array<int32_t, 256> used{};
+  int32_t num_classes = 1;
   for (const std::string& c : choices) {
-    int32_t at = dfa.start;
     for (char ch : c) {
-      const auto b = static_cast<uint8_t>(ch);
-      if (dfa.next[static_cast<size_t>(at)][b] < 0) {
-        const int32_t fresh = add_state();  // may move the rows
-        dfa.next[static_cast<size_t>(at)][b] = fresh;
-      }
-      at = dfa.next[static_cast<size_t>(at)][b];
+      int32_t& cls = used[static_cast<uint8_t>(ch)];
+      if (cls == 0) cls = num_classes++;
     }
-    dfa.accepting[static_cast<size_t>(at)] = 1;
   }
-  if (choices.empty()) dfa.start = ByteDfa::kDead;
-  return dfa;
+  std::array<uint8_t, 256> byte_class;
+  for (int b = 0; b < 256; ++b) {  // all 256 bytes used: one class each
+    byte_class[static_cast<size_t>(b)] = static_cast<uint8_t>(num_classes > 256 ? b : used[static_cast<size_t>(b)]);
+  }
+  num_classes = std::min(num_classes, 256);
+  const auto width = static_cast<size_t>(num_classes);
+  std::vector<int32_t> table;
+  std::vector<char> accepting;
+  auto add_state = [&] {
+    table.insert(table.end(), width, ByteDfa::kDead);
+    accepting.push_back(0);
+    return static_cast<int32_t>(accepting.size()) - 1;
+  };
+  const int32_t start = add_state();
+  for (const std::string& c : choices) {
+    int32_t at = start;
+    for (char ch : c) {
+      const size_t cell = static_cast<size_t>(at) * width + byte_class[static_cast<uint8_t>(ch)];
+      if (table[cell] < 0) {
+        const int32_t fresh = add_state();  // may move the table
+        table[cell] = fresh;
+      }
+      at = table[cell];
+    }
+    accepting[static_cast<size_t>(at)] = 1;
+  }
+  return ByteDfa::FromTable(byte_class, num_classes, std::move(table), std::move(accepting),
+                            choices.empty() ? ByteDfa::kDead : start);
 }
 
 }  // namespace kvserve

@@ -34,18 +34,36 @@ inline constexpr int kMaxRegexNesting = 200;
 
 // A deterministic automaton over bytes; state -1 is dead. Every state can reach an accepting
 // one (dead ends are pruned), so a live state means "this prefix can still match".
+// Bytes that every state treats alike share a class, an alphabet of the automaton's own: a
+// state costs 4 bytes per class instead of a 1 KiB row, so memory follows what the automaton
+// tells apart (a JSON string about 20 classes, a number 6, digits and a dot 3).
 struct ByteDfa {
   static constexpr int32_t kDead = -1;
-  std::vector<std::array<int32_t, 256>> next;  // [state][byte]
-  std::vector<char> accepting;                 // [state]
+  using Row = std::array<int32_t, 256>;  // a state's transitions by byte, while building
+
+  std::array<uint8_t, 256> byte_class{};  // [byte] its class
+  int32_t num_classes = 1;
+  std::vector<int32_t> table;             // [state * num_classes + class]
+  std::vector<char> accepting;            // [state]
   int32_t start = kDead;
 
-  int32_t Step(int32_t state, uint8_t byte) const { return state < 0 ? kDead : next[state][byte]; }
+  int32_t Step(int32_t state, uint8_t byte) const {
+    return state < 0 ? kDead : table[static_cast<size_t>(state) * static_cast<size_t>(num_classes) + byte_class[byte]];
+  }
   // The state after `bytes` from `state` (kDead once dead).
   int32_t Walk(int32_t state, std::string_view bytes) const;
-  bool Accepts(int32_t state) const { return state >= 0 && accepting[state] != 0; }
+  bool Accepts(int32_t state) const { return state >= 0 && accepting[static_cast<size_t>(state)] != 0; }
   bool Matches(std::string_view text) const { return Accepts(Walk(start, text)); }
-  int num_states() const { return static_cast<int>(next.size()); }
+  int num_states() const { return static_cast<int>(accepting.size()); }
+  size_t memory_bytes() const { return sizeof(ByteDfa) + table.size() * sizeof(int32_t) + accepting.size(); }
+
+  // The automaton whose state s goes by byte b to rows[s][b], its classes found.
+  static ByteDfa FromRows(std::span<const Row> rows, std::vector<char> accepting, int32_t start);
+  // The automaton whose state s goes by any byte of class c (of `byte_class`) to
+  // table[s * num_classes + c], with classes whose columns are equal merged and numbered by
+  // their first byte: equal automata built by different routes come out equal.
+  static ByteDfa FromTable(const std::array<uint8_t, 256>& byte_class, int32_t num_classes, std::vector<int32_t> table,
+                           std::vector<char> accepting, int32_t start);
 };
 
 struct RegexOptions {
@@ -66,8 +84,8 @@ struct RegexOptions {
 
 // The DFA of exactly one of `choices` (byte strings): a trie, a state per distinct prefix.
 ByteDfa ChoiceDfa(std::span<const std::string> choices);
-// What a choice list or an enum may hold (a state costs a 1 KiB row: 64 KiB of text is at most
-// 64 MiB of automaton, where an unbounded guided_choice of 256 KiB cost 256 MiB).
+// What a choice list or an enum may hold (a state per distinct prefix: 64 KiB of text is at
+// most 64k states, where an unbounded guided_choice of 256 KiB cost 256 MiB of 1 KiB rows).
 inline constexpr size_t kMaxChoiceStrings = 10000;
 inline constexpr size_t kMaxChoiceBytes = size_t{64} << 10;
 // INVALID_ARGUMENT past either bound; `what` names the list in the message.

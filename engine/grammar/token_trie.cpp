@@ -105,7 +105,7 @@ TokenMask TokenTrie::DfaMask(const ByteDfa& dfa, int32_t state) const {
   const auto n = static_cast<int32_t>(nodes_.size());
   for (int32_t i = 1; i < n;) {
     const Node& node = nodes_[static_cast<size_t>(i)];
-    const int32_t s = dfa.next[static_cast<size_t>(states[node.depth - 1u])][node.byte];
+    const int32_t s = dfa.Step(states[node.depth - 1u], node.byte);
     if (s < 0) {
       i = node.end;  // no token below this prefix can match
       continue;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/grammar/structured_output.h"
@@ -69,9 +70,21 @@ TEST_F(GrammarCacheTest, CompiledGrammarsStayWithinTheirBytes) {
   constexpr size_t kBudget = size_t{4} << 20;
   GrammarCache cache(tokenizer_.get(), 64, std::chrono::seconds(10), kBudget);
   size_t largest = 0;
+  static constexpr std::string_view kAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t seed = 1;
   for (int i = 0; i < 12; ++i) {
-    // Each about 1,000 automaton states of 1 KiB.
-    StatusOr<GrammarCache::Compiled> c = cache.Get(Regex("[a-z]{" + std::to_string(900 + i) + "}"));
+    // Each about 3,000 automaton states of 63 byte classes: 300 random strings of 12 characters.
+    StructuredOutputSpec choice;
+    choice.kind = Kind::kChoice;
+    for (int k = 0; k < 300; ++k) {
+      std::string text;
+      for (int j = 0; j < 12; ++j) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        text += kAlphabet[(seed >> 33) % kAlphabet.size()];
+      }
+      choice.choices.push_back(std::move(text));
+    }
+    StatusOr<GrammarCache::Compiled> c = cache.Get(choice);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     largest = std::max(largest, c->grammar->ApproxBytes());
     EXPECT_LE(cache.cached_bytes(), kBudget + largest);

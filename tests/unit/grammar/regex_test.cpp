@@ -181,5 +181,36 @@ TEST(Regex, ChoiceAcceptsExactlyItsStrings) {
   EXPECT_EQ(ChoiceDfa({}).start, ByteDfa::kDead);
 }
 
+// An automaton stores a column per class of bytes it treats alike (issue 54, item 2: memory
+// per state follows the fan-out, not 1 KiB), in one canonical form whatever built it.
+TEST(Regex, AutomataStoreAColumnPerByteClass) {
+  StatusOr<ByteDfa> number = CompileRegex("[0-9]+(\\.[0-9]+)?", {.anchored = true});
+  ASSERT_TRUE(number.ok());
+  EXPECT_EQ(number->num_classes, 3);  // digits, the dot, every other byte
+  EXPECT_TRUE(number->Matches("12.5"));
+  EXPECT_FALSE(number->Matches("12."));
+  StatusOr<ByteDfa> text = CompileRegex(".*", {.anchored = true, .json_string = true});
+  ASSERT_TRUE(text.ok());
+  EXPECT_LE(text->num_classes, 48);  // escapes and hex digits tell letters apart
+  EXPECT_LT(text->memory_bytes(), static_cast<size_t>(text->num_states()) * 48 * 4 + 1024);
+  for (const ByteDfa& dfa : {*number, *text, ChoiceDfa(std::vector<std::string>{"red", "green", "blue"}),
+                             WithLeadingWhitespace(*number, 3), MinimizeDfa(*text)}) {
+    // The same transitions as 256-byte rows, and the same form when built from them.
+    std::vector<ByteDfa::Row> rows(static_cast<size_t>(dfa.num_states()));
+    for (int s = 0; s < dfa.num_states(); ++s) {
+      for (int b = 0; b < 256; ++b) rows[static_cast<size_t>(s)][static_cast<size_t>(b)] = dfa.Step(s, static_cast<uint8_t>(b));
+    }
+    const ByteDfa dense = ByteDfa::FromRows(rows, dfa.accepting, dfa.start);
+    EXPECT_EQ(dense.byte_class, dfa.byte_class);
+    EXPECT_EQ(dense.num_classes, dfa.num_classes);
+    EXPECT_EQ(dense.table, dfa.table);
+  }
+  const ByteDfa spaced = WithLeadingWhitespace(*number, 2);
+  EXPECT_TRUE(spaced.Matches("  7"));
+  EXPECT_TRUE(spaced.Matches("\n  7"));
+  EXPECT_FALSE(spaced.Matches("   7"));
+  EXPECT_FALSE(spaced.Matches("\n\n7"));
+}
+
 }  // namespace regex_test
 }  // namespace kvserve
