@@ -236,6 +236,7 @@ int RunServe(ServeOptions& o) {
   ServerContext ctx;
   ctx.profiler = profiler.get();
   ctx.options = o.server;
+  ctx.options.grammar_compile_slots = o.engine.grammar_compile_threads + o.engine.grammar_max_waiting_compiles;
   ctx.model_id = ModelId(o);
   StatusOr<TlsMaterial> tls = LoadTlsMaterial(o.server.tls);
   if (!tls.ok()) return ReportError(kCommand, tls.status().message(), kExitUsageError);

@@ -198,6 +198,26 @@ void AddEngineOptions(CLI::App* app, EngineFlags* f) {
   app->add_option("--preempt", f->preempt, "When the pool is full: recompute a preempted sequence, or swap it "
                                            "to the host tier")
       ->check(CLI::IsMember({"recompute", "swap"}));
+  app->add_option("--grammar-cache-memory", f->grammar_cache_memory,
+                  "Compiled structured-output grammars kept in memory, e.g. 1GiB (least recently used go first)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--grammar-cache-size", f->grammar_cache_size, "Compiled structured-output grammars kept")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--grammar-compile-timeout", f->grammar_compile_timeout,
+                  "Seconds a structured output's grammar may take to compile, waiting included (then 400)")
+      ->check(CLI::Range(0.001, 3600.0));
+  app->add_option("--grammar-compile-threads", f->grammar_compile_threads,
+                  "Threads that compile structured outputs' grammars")
+      ->check(CLI::Range(1, 64));
+  app->add_option("--grammar-max-waiting-compiles", f->grammar_max_waiting_compiles,
+                  "Grammar compiles queued beyond those running, past which a new one gets 429")
+      ->check(CLI::Range(0, 1024));
+  app->add_option("--grammar-max-states", f->grammar_max_states,
+                  "Automaton states one structured output's grammar may have (past it: 400)")
+      ->check(CLI::Range(int64_t{1000}, int64_t{1} << 30));
+  app->add_option("--grammar-parser-work", f->grammar_parser_work,
+                  "Parser steps one token of a structured output may take (past it the request ends with an error)")
+      ->check(CLI::Range(int64_t{1} << 16, int64_t{1} << 40));
 }
 
 StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
@@ -221,6 +241,13 @@ StatusOr<EnginePlan> PlanEngine(const EngineFlags& f, const Model& model) {
   c.session_busy_wait_seconds = f.session_busy_wait;
   c.max_sessions = f.max_sessions;
   c.max_sessions_per_tenant = f.max_sessions_per_key;
+  c.grammar.cache_bytes = f.grammar_cache_memory;
+  c.grammar.cache_entries = static_cast<size_t>(f.grammar_cache_size);
+  c.grammar.compile_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.grammar_compile_timeout * 1000));
+  c.grammar.compile_threads = f.grammar_compile_threads;
+  c.grammar.max_waiting_compiles = f.grammar_max_waiting_compiles;
+  c.grammar.max_grammar_states = f.grammar_max_states;
+  c.grammar.max_parser_work_per_token = f.grammar_parser_work;
   c.kv.num_layers = mc.num_layers;
   c.kv.num_kv_heads = mc.num_kv_heads;
   c.kv.head_dim = mc.head_dim;

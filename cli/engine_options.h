@@ -77,6 +77,14 @@ struct EngineFlags {
   int max_sessions = 256;
   int max_sessions_per_key = 64;
   std::string preempt = "recompute";  // or "swap" (needs --host-offload-memory)
+  // Structured outputs (engine/grammar/grammar_limits.h says what each bounds).
+  uint64_t grammar_cache_memory = GrammarLimits{}.cache_bytes;
+  int grammar_cache_size = static_cast<int>(GrammarLimits{}.cache_entries);
+  double grammar_compile_timeout = 10;  // seconds
+  int grammar_compile_threads = GrammarLimits{}.compile_threads;
+  int grammar_max_waiting_compiles = GrammarLimits{}.max_waiting_compiles;
+  int64_t grammar_max_states = GrammarLimits{}.max_grammar_states;
+  int64_t grammar_parser_work = GrammarLimits{}.max_parser_work_per_token;
   // Tests only (hidden `serve --inject-forward-faults`): forward passes that fail, see
   // ParseForwardFaultSpec. Empty: none.
   std::string inject_forward_faults;

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/grammar/grammar_limits.h"
 #include "engine/model/weights.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -88,10 +89,8 @@ struct EngineConfig {
   // --state-dir: idle sessions' caches are written here when they leave memory and at
   // shutdown, and read back by their next turn (null: kept in memory only).
   std::shared_ptr<StateDir> state;
-  // Structured outputs: compiled grammars kept by content, and how long one may take to
-  // compile (a longer one fails its request with DEADLINE_EXCEEDED).
-  int grammar_cache_size = 64;
-  double grammar_compile_timeout_seconds = 10;
+  // Structured outputs: what a spec may cost, compiled grammars kept, compile threads.
+  GrammarLimits grammar;
   // Misc.
   uint64_t seed = 0;                  // default sampling seed base
   // Benchmarks only: forget every sequence's cache after each generated token, so each
@@ -172,7 +171,7 @@ class Engine {
   // vocabulary, empty prompt, n outside [1, min(kMaxChoices, max_num_seqs)], a session id
   // longer than kMaxSessionIdBytes, prompt logprobs with a session, a structured output that
   // does not compile: the message names the keyword and where), DEADLINE_EXCEEDED (its
-  // grammar took longer than grammar_compile_timeout_seconds), OUT_OF_RANGE (prompt +
+  // grammar took longer than grammar.compile_timeout), OUT_OF_RANGE (prompt +
   // max_tokens beyond the context, unless the request's chat session uses a sliding window),
   // RESOURCE_EXHAUSTED (queue full, too many sessions), UNAVAILABLE (draining, stopped or
   // cooling down after a fault). The priority counts clamped to [kMinPriority, kMaxPriority].

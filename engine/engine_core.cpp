@@ -129,9 +129,7 @@ Status EngineCore::Init() {
   parts.stats = &stats_;
   parts.on_request_end = [this](Request* r) { LeaveQueue(r); };
   output_ = std::make_unique<OutputProcessor>(oc, std::move(parts));
-  grammars_ = std::make_unique<GrammarCache>(
-      &model_->tokenizer(), static_cast<size_t>(std::max(1, config_.grammar_cache_size)),
-      std::chrono::milliseconds(static_cast<int64_t>(config_.grammar_compile_timeout_seconds * 1000)));
+  grammars_ = std::make_unique<GrammarCache>(&model_->tokenizer(), config_.grammar);
   logits_.resize(static_cast<size_t>(config_.max_num_seqs) * vocab_size_);
   last_progress_ns_ = NowNs();
   PublishStats(/*full=*/true);
@@ -188,7 +186,13 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
     for (const std::string& t : r.structured.triggers) {
       if (t.empty()) return InvalidArgumentError("a structured output's trigger must not be empty");
     }
-    // On the caller's thread: a slow compile holds this request only.
+    {
+      // A request that would be refused for want of queue room compiles nothing.
+      std::lock_guard<std::mutex> lock(intake_mu_);
+      if (intake_closed_ || stop_ || draining_) return UnavailableError("the server is shutting down");
+      if (!QueueHasRoomLocked()) return ResourceExhaustedError("too many queued requests; retry later");
+    }
+    // On the cache's compile threads; this caller waits (GrammarLimits::compile_timeout).
     StatusOr<GrammarCache::Compiled> compiled = grammars_->Get(r.structured);
     if (!compiled.ok()) {
       ++grammar_compile_errors_;
@@ -541,6 +545,9 @@ void EngineCore::PublishStats(bool full) {
       span > 0 ? static_cast<double>(stats_.generation_tokens_total - throughput_window_.front().second) / span : 0;
   stats_.running = scheduler_->num_running();
   stats_.grammar_compile_errors_total = grammar_compile_errors_.load();
+  stats_.grammar_cache_bytes = static_cast<int64_t>(grammars_->cached_bytes());
+  stats_.grammar_shared_mask_bytes = static_cast<int64_t>(grammars_->shared_mask_bytes());
+  stats_.grammar_compiling = grammars_->num_compiling();
   stats_.waiting = scheduler_->num_waiting();
   stats_.swapped = scheduler_->num_swapped();
   stats_.chat_sessions = sessions_->size();

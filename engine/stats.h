@@ -61,6 +61,11 @@ struct EngineStats {
   int64_t grammar_cache_hits_total = 0;
   int64_t grammar_compile_errors_total = 0;
   int64_t grammar_forced_tokens_total = 0;
+  // What the grammar cache holds (compiled grammars; trie walks they share), and compiles
+  // queued or running.
+  int64_t grammar_cache_bytes = 0;
+  int64_t grammar_shared_mask_bytes = 0;
+  int64_t grammar_compiling = 0;
   // Histograms (seconds).
   Histogram time_to_first_token = Histogram::Latency();
   Histogram inter_token_latency = Histogram::Latency();

@@ -18,7 +18,6 @@ using json_schema::Json;
 
 constexpr int kMaxArrayItems = 2000;
 constexpr int kMaxDepth = 256;
-constexpr size_t kMaxRules = 200000;
 
 std::string Escape(std::string_view key) {
   std::string out;
@@ -29,7 +28,7 @@ std::string Escape(std::string_view key) {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options), deadline_(std::chrono::steady_clock::now() + options.time_limit) {
+      : root_(root), options_(options), deadline_(std::chrono::steady_clock::now() + options.limits.compile_timeout) {
     for (const char* id : {"$id", "id"}) {
       if (root.is_object() && root.contains(id) && root[id].is_string()) {
         std::string base = root[id].get<std::string>();
@@ -46,7 +45,7 @@ class SchemaCompiler {
     if (options_.max_whitespace != 0) {  // whitespace after the value, as JSON allows
       const int k = options_.max_whitespace;  // the same layout as WithLeadingWhitespace
       const std::string ws = k < 0 ? "[ \\t\\n\\r]+" : fmt::format("[ \\t]{{1,{0}}}|\\r?\\n[ \\t]{{0,{0}}}", k);
-      ASSIGN_OR_RETURN(ByteDfa trailing, CompileRegex(ws, {.anchored = true}));
+      ASSIGN_OR_RETURN(ByteDfa trailing, CompileRegex(ws, RegexOptionsWithin(options_.limits, /*anchored=*/true)));
       g_.AddAlternative(g_.root, {value, LexGrammar::Lexeme(g_.AddLexeme("trailing:" + ws, std::move(trailing)))});
     }
     RETURN_IF_ERROR(g_.RemoveUnproductive());
@@ -72,7 +71,7 @@ class SchemaCompiler {
   }
   int32_t Punct(char c) { return Literals({std::string(1, c)}); }
   StatusOr<int32_t> StringValue(const Json& s, const std::string& ptr) {
-    ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(s, ptr, options_.lenient, &ignored_, &g_));
+    ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(s, ptr, options_.lenient, options_.limits, &ignored_, &g_));
     return Lexeme(spec.key, spec.dfa, spec.min_code_points, spec.max_code_points);
   }
 
@@ -86,11 +85,14 @@ class SchemaCompiler {
 
   Status Check(const std::string& ptr) {
     if (std::chrono::steady_clock::now() > deadline_) {
-      return DeadlineExceededError(fmt::format("compiling the schema took longer than {} ms", options_.time_limit.count()));
+      return DeadlineExceededError(fmt::format("compiling the schema took longer than {} ms", options_.limits.compile_timeout.count()));
     }
-    if (g_.rules.size() > kMaxRules) return ResourceExhaustedError(fmt::format("the schema at {} needs too many rules", ptr));
-    if (g_.num_dfa_states() > LexGrammar::kMaxDfaStates) {
-      return ResourceExhaustedError(fmt::format("the schema at {} needs over {} automaton states", ptr, LexGrammar::kMaxDfaStates));
+    const GrammarLimits& limits = options_.limits;
+    if (static_cast<int64_t>(g_.rules.size()) > limits.max_grammar_rules) {
+      return ResourceExhaustedError(fmt::format("the schema at {} needs over {} rules", ptr, limits.max_grammar_rules));
+    }
+    if (g_.num_dfa_states() > limits.max_grammar_states) {
+      return ResourceExhaustedError(fmt::format("the schema at {} needs over {} automaton states", ptr, limits.max_grammar_states));
     }
     return OkStatus();
   }
@@ -282,7 +284,7 @@ class SchemaCompiler {
       if (!(types & bit) && !(bit == json_schema::kInteger && (types & json_schema::kNumber))) continue;
       if (v.is_string()) {
         if (!string_check) {
-          ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(rest, ptr, options_.lenient, &ignored_));
+          ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::StringLexeme(rest, ptr, options_.lenient, options_.limits, &ignored_));
           string_check = std::move(spec);
         }
         const std::string text = JsonStringLiteral(v.get<std::string>());
@@ -290,7 +292,7 @@ class SchemaCompiler {
       } else if (v.is_number()) {
         std::optional<ByteDfa>& check = bit == json_schema::kInteger && !(types & json_schema::kNumber) ? integer_check : number_check;
         if (!check) {
-          ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::NumberLexeme(rest, &check == &integer_check, ptr));
+          ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::NumberLexeme(rest, &check == &integer_check, ptr, options_.limits));
           check = std::move(spec.dfa);
         }
         const std::string text = v.is_number_float() && bit == json_schema::kInteger ? fmt::format("{}", v.get<double>()) : v.dump();
@@ -307,7 +309,7 @@ class SchemaCompiler {
       }
     }
     if (!texts.empty()) {
-      RETURN_IF_ERROR(CheckChoices(texts, fmt::format("the enum at {}", ptr)));
+      RETURN_IF_ERROR(CheckChoices(texts, fmt::format("the enum at {}", ptr), options_.limits));
       alts.push_back({Literals(texts)});
     }
     if (alts.size() == 1 && alts[0][0] >= 0) return alts[0][0];
@@ -332,7 +334,7 @@ class SchemaCompiler {
     if (types & json_schema::kNull) alts.push_back({Literals({"null"})});
     if (types & json_schema::kBoolean) alts.push_back({Literals({"true", "false"})});
     if (types & (json_schema::kInteger | json_schema::kNumber)) {
-      ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::NumberLexeme(s, !(types & json_schema::kNumber), ptr));
+      ASSIGN_OR_RETURN(json_schema::LexemeSpec spec, json_schema::NumberLexeme(s, !(types & json_schema::kNumber), ptr, options_.limits));
       alts.push_back({Lexeme(spec.key, spec.dfa)});
     }
     if (types & json_schema::kString) {
@@ -377,7 +379,7 @@ StatusOr<int32_t> SchemaCompiler::Object(const Json& s, const std::string& ptr, 
   std::vector<ByteDfa> pattern_dfas;
   if (s.contains("patternProperties") && s["patternProperties"].is_object()) {
     for (const auto& [p, schema] : s["patternProperties"].items()) {
-      auto dfa = CompileRegex(p, {.json_string = true});
+      auto dfa = CompileRegex(p, RegexOptionsWithin(options_.limits, /*anchored=*/false, /*json_string=*/true));
       if (!dfa.ok()) return InvalidArgumentError(fmt::format("patternProperties at {}: {}", ptr, dfa.status().message()));
       patterns.push_back({p, schema});
       pattern_dfas.push_back(*std::move(dfa));
@@ -425,12 +427,12 @@ StatusOr<int32_t> SchemaCompiler::Object(const Json& s, const std::string& ptr, 
   const int32_t colon = Punct(':');
   for (size_t j = 0; j < patterns.size(); ++j) {
     for (size_t k = j + 1; k < patterns.size(); ++k) {
-      ASSIGN_OR_RETURN(ByteDfa both, IntersectDfa(pattern_dfas[j], pattern_dfas[k]));
+      ASSIGN_OR_RETURN(ByteDfa both, IntersectDfa(pattern_dfas[j], pattern_dfas[k], /*keep_b=*/true, options_.limits.max_regex_states));
       if (both.start >= 0 && patterns[j].second != patterns[k].second) {
         RETURN_IF_ERROR(Unsupported("patternProperties (patterns that overlap)", ptr));
       }
     }
-    ASSIGN_OR_RETURN(ByteDfa key, IntersectDfa(pattern_dfas[j], named_keys, false));
+    ASSIGN_OR_RETURN(ByteDfa key, IntersectDfa(pattern_dfas[j], named_keys, false, options_.limits.max_regex_states));
     const std::string at = ptr + "/patternProperties/" + Escape(patterns[j].first);
     ASSIGN_OR_RETURN(int32_t value, Compile(patterns[j].second, at, depth + 1));
     std::string lex_key = "key:" + patterns[j].first;
@@ -443,10 +445,10 @@ StatusOr<int32_t> SchemaCompiler::Object(const Json& s, const std::string& ptr, 
     for (const auto& p : patterns) lex_key += "\x1e" + p.first;
     ByteDfa key;
     if (g_.FindLexeme(lex_key) < 0) {
-      ASSIGN_OR_RETURN(key, CompileRegex("[\\s\\S]*", {.anchored = true, .json_string = true}));
-      ASSIGN_OR_RETURN(key, IntersectDfa(key, named_keys, false));
+      ASSIGN_OR_RETURN(key, CompileRegex("[\\s\\S]*", RegexOptionsWithin(options_.limits, /*anchored=*/true, /*json_string=*/true)));
+      ASSIGN_OR_RETURN(key, IntersectDfa(key, named_keys, false, options_.limits.max_regex_states));
       for (const ByteDfa& p : pattern_dfas) {
-        ASSIGN_OR_RETURN(key, IntersectDfa(key, p, false));
+        ASSIGN_OR_RETURN(key, IntersectDfa(key, p, false, options_.limits.max_regex_states));
       }
     }
     ASSIGN_OR_RETURN(int32_t value, Compile(additional, ptr + "/additionalProperties", depth + 1));
@@ -557,7 +559,7 @@ int32_t SchemaCompiler::AnyValue() {
   g_.AddAlternative(items, {comma, any_, items});
   const int32_t object = Rule("any/object", {{Punct('{'), Punct('}')}, {Punct('{'), str, colon, any_, members, Punct('}')}});
   const int32_t array = Rule("any/array", {{Punct('['), Punct(']')}, {Punct('['), any_, items, Punct(']')}});
-  const json_schema::LexemeSpec number = *json_schema::NumberLexeme(Json::object(), false, "");
+  const json_schema::LexemeSpec number = *json_schema::NumberLexeme(Json::object(), false, "", options_.limits);
   for (int32_t alt : {object, array, str, Lexeme(number.key, number.dfa), Literals({"true", "false", "null"})}) {
     g_.AddAlternative(any_, {alt});
   }

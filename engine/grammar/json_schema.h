@@ -40,8 +40,9 @@ struct JsonSchemaOptions {
   // rule, for checking texts); generation wants a bound so a model cannot loop on spaces.
   int max_whitespace = -1;
   bool lenient = false;
-  // A compile past this long is DEADLINE_EXCEEDED.
-  std::chrono::milliseconds time_limit{10000};
+  // Past its compile_timeout DEADLINE_EXCEEDED; past its automaton and rule bounds
+  // RESOURCE_EXHAUSTED; past its choice bounds INVALID_ARGUMENT.
+  GrammarLimits limits;
 };
 
 struct CompiledSchema {

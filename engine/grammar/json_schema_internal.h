@@ -56,11 +56,13 @@ struct LexemeSpec {
     return CodePointBound::For(dfa, min_code_points, max_code_points).Matches(dfa, text);
   }
 };
-[[nodiscard]] StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer);
+[[nodiscard]] StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer,
+                                                const GrammarLimits& limits);
 // A string value's lexeme (its JSON literal, quotes included): minLength, maxLength,
 // pattern(s), format. The automaton is left empty when `known` has the key already.
 [[nodiscard]] StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer, bool lenient,
-                                                std::vector<std::string>* ignored, const LexGrammar* known = nullptr);
+                                                const GrammarLimits& limits, std::vector<std::string>* ignored,
+                                                const LexGrammar* known = nullptr);
 
 // ---- json_schema_merge.cpp ------------------------------------------------------------------
 

@@ -140,7 +140,8 @@ ByteDfa DivisibleDfa(int64_t k) {
   return PruneDfa(ByteDfa::FromTable(byte_class, kWidth, std::move(table), std::move(accepting), start));
 }
 
-StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer) {
+StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer,
+                                  const GrammarLimits& limits) {
   std::optional<double> lo = NumberKeyword(schema, "minimum"), hi = NumberKeyword(schema, "maximum");
   bool lo_ex = false, hi_ex = false;
   // Draft 4: exclusiveMinimum is a boolean on minimum; later drafts: a bound of its own.
@@ -197,9 +198,9 @@ StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::s
     const std::string range = IntegerRangeRegex(ilo, ihi);
     std::string key = fmt::format("int:{}:{}", range, integral_multiple ? static_cast<int64_t>(*multiple) : 1);
     if (range.empty()) return LexemeSpec{key, ByteDfa{}};
-    ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(range, {.anchored = true}));
+    ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(range, RegexOptionsWithin(limits, /*anchored=*/true)));
     if (integral_multiple && *multiple > 1) {
-      ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, DivisibleDfa(static_cast<int64_t>(*multiple))));
+      ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, DivisibleDfa(static_cast<int64_t>(*multiple)), /*keep_b=*/true, limits.max_regex_states));
     }
     return LexemeSpec{std::move(key), std::move(dfa)};
   }
@@ -213,23 +214,23 @@ StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::s
     if (std::round(digits) == 0) base = kIntegerRegex;
   }
   std::string key = "num:" + base;
-  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(base, {.anchored = true}));
+  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(base, RegexOptionsWithin(limits, /*anchored=*/true)));
   if (ilo) {
     const std::string r = NumberAtLeastRegex(*ilo, flo_ex);
-    ASSIGN_OR_RETURN(ByteDfa b, CompileRegex(r, {.anchored = true}));
-    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, b));
+    ASSIGN_OR_RETURN(ByteDfa b, CompileRegex(r, RegexOptionsWithin(limits, /*anchored=*/true)));
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, b, /*keep_b=*/true, limits.max_regex_states));
     key += "&" + r;
   }
   if (ihi) {
     const std::string r = NumberAtMostRegex(*ihi, fhi_ex);
-    ASSIGN_OR_RETURN(ByteDfa b, CompileRegex(r, {.anchored = true}));
-    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, b));
+    ASSIGN_OR_RETURN(ByteDfa b, CompileRegex(r, RegexOptionsWithin(limits, /*anchored=*/true)));
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, b, /*keep_b=*/true, limits.max_regex_states));
     key += "&" + r;
   }
   return LexemeSpec{std::move(key), std::move(dfa)};
 }
 
-StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer, bool lenient,
+StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer, bool lenient, const GrammarLimits& limits,
                                   std::vector<std::string>* ignored, const LexGrammar* known) {
   const int64_t min_len = CountOf(schema, "minLength", 0), max_len = CountOf(schema, "maxLength", -1);
   if (max_len >= 0 && max_len < min_len) return LexemeSpec{"str:empty", ByteDfa{}};
@@ -263,7 +264,7 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
   if (known && known->FindLexeme(key) >= 0) return LexemeSpec{std::move(key), ByteDfa{}};
   if (patterns.empty() && !format_regex && excluded.empty()) {
     // Only a length: any string, counted by the lexer.
-    ASSIGN_OR_RETURN(ByteDfa any, CompileRegex("[\\s\\S]*", {.anchored = true, .json_string = true}));
+    ASSIGN_OR_RETURN(ByteDfa any, CompileRegex("[\\s\\S]*", RegexOptionsWithin(limits, /*anchored=*/true, /*json_string=*/true)));
     // Minimal, so that every character ends in one state (CodePointBound::open).
     return LexemeSpec{std::move(key), MinimizeDfa(any), min_len, max_len};
   }
@@ -274,20 +275,20 @@ StatusOr<LexemeSpec> StringLexeme(const Json& schema, const std::string& pointer
                                             pointer, kMaxRepeat));
   }
   if (max_len > kMaxRepeat) length = fmt::format("[\\s\\S]{{{},{}}}", min_len, kMaxRepeat);  // a subset
-  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(length, {.anchored = true, .json_string = true}));
+  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(length, RegexOptionsWithin(limits, /*anchored=*/true, /*json_string=*/true)));
   for (const std::string& p : patterns) {
-    auto pdfa = CompileRegex(p, {.json_string = true});
+    auto pdfa = CompileRegex(p, RegexOptionsWithin(limits, /*anchored=*/false, /*json_string=*/true));
     if (!pdfa.ok()) {
       return Status(pdfa.status().code(), fmt::format("pattern at {}: {}", pointer, pdfa.status().message()));
     }
-    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, *pdfa));
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, *pdfa, /*keep_b=*/true, limits.max_regex_states));
   }
   if (format_regex) {
-    ASSIGN_OR_RETURN(ByteDfa fdfa, CompileRegex(*format_regex, {.anchored = true, .json_string = true}));
-    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, fdfa));
+    ASSIGN_OR_RETURN(ByteDfa fdfa, CompileRegex(*format_regex, RegexOptionsWithin(limits, /*anchored=*/true, /*json_string=*/true)));
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, fdfa, /*keep_b=*/true, limits.max_regex_states));
   }
   if (!excluded.empty()) {
-    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, ChoiceDfa(excluded), /*keep_b=*/false));
+    ASSIGN_OR_RETURN(dfa, IntersectDfa(dfa, ChoiceDfa(excluded), /*keep_b=*/false, limits.max_regex_states));
   }
   return LexemeSpec{std::move(key), std::move(dfa)};
 }

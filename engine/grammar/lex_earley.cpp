@@ -93,8 +93,8 @@ Status LexGrammar::RemoveUnproductive(std::string_view what) {
   return OkStatus();
 }
 
-StatusOr<LexGrammar> RegexGrammar(std::string_view pattern) {
-  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(pattern, {.anchored = true}));
+StatusOr<LexGrammar> RegexGrammar(std::string_view pattern, const GrammarLimits& limits) {
+  ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(pattern, RegexOptionsWithin(limits, /*anchored=*/true)));
   LexGrammar g;
   g.root = g.AddRule("root");
   g.AddAlternative(g.root, {LexGrammar::Lexeme(g.AddLexeme("regex", std::move(dfa)))});
@@ -137,7 +137,7 @@ LexGrammar ByteGrammar(const Grammar& grammar) {
   return g;
 }
 
-LexEarley::LexEarley(const LexGrammar* grammar) : g_(grammar) {
+LexEarley::LexEarley(const LexGrammar* grammar, int64_t max_work_per_token) : g_(grammar), max_work_(max_work_per_token) {
   rule_prods_.resize(g_->rules.size());
   for (size_t r = 0; r < g_->rules.size(); ++r) {
     for (const auto& alt : g_->rules[r]) {
@@ -186,7 +186,7 @@ void LexEarley::Close() {
   Set& set = sets_.back();
   const int32_t here = static_cast<int32_t>(sets_.size()) - 1;
   for (size_t i = 0; i < set.items.size(); ++i) {
-    if (work_ - budget_start_ > kMaxWorkPerBudget) {
+    if (work_ - budget_start_ > max_work_) {
       exhausted_ = true;  // the set is incomplete: nothing may be scanned from it
       break;
     }

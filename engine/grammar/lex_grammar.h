@@ -52,10 +52,8 @@ struct LexGrammar {
   std::vector<std::string> rule_names;                   // [rule] for errors and dumps
   int32_t root = -1;
 
-  // The automaton states of all lexemes (a state is a 1 KiB row): what the grammar holds.
-  // A compile stops past kMaxDfaStates (RESOURCE_EXHAUSTED).
+  // The automaton states of all lexemes (GrammarLimits::max_grammar_states bounds them).
   int64_t num_dfa_states() const { return num_dfa_states_; }
-  static constexpr int64_t kMaxDfaStates = 200000;
   // The lexeme built by `key`, added with `dfa` (and a length bound, see CodePointBound::For)
   // when new.
   int32_t AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points = 0, int64_t max_code_points = -1);
@@ -83,7 +81,7 @@ struct LexGrammar {
 };
 
 // One-lexeme grammars: a regex (regex.h syntax, anchored), one of `choices`.
-[[nodiscard]] StatusOr<LexGrammar> RegexGrammar(std::string_view pattern);
+[[nodiscard]] StatusOr<LexGrammar> RegexGrammar(std::string_view pattern, const GrammarLimits& limits = {});
 LexGrammar ChoiceGrammar(const std::vector<std::string>& choices);
 // A byte-level Grammar (grammar.h: GBNF) as a LexGrammar whose lexemes are its byte ranges.
 LexGrammar ByteGrammar(const struct Grammar& grammar);
@@ -91,17 +89,18 @@ LexGrammar ByteGrammar(const struct Grammar& grammar);
 // Not thread-safe; `grammar` must outlive it.
 class LexEarley {
  public:
-  explicit LexEarley(const LexGrammar* grammar);
+  // max_work_per_token: see StartBudget.
+  explicit LexEarley(const LexGrammar* grammar, int64_t max_work_per_token = GrammarLimits{}.max_parser_work_per_token);
 
   // Scans a lexeme that matched as any of `lexemes` (sorted ids): false, and nothing changes,
   // when the parser expects none of them (or after 2^20 lexemes, or once exhausted()).
   bool Scan(std::span<const int32_t> lexemes);
   // The work of Earley's algorithm is unbounded on an ambiguous grammar (s ::= s s s | s s |
   // "a": items per set grow with the text, completions with their square). Parsing counts it
-  // (items added and waiting items visited) from the last StartBudget; past
-  // kMaxWorkPerBudget the parser is exhausted for good: Scan fails, and the caller must end
-  // the request (GrammarMatcher::exhausted).
-  static constexpr int64_t kMaxWorkPerBudget = int64_t{1} << 25;
+  // (items added and waiting items visited) from the last StartBudget; past the bound the
+  // parser is exhausted for good: Scan fails, and the caller must end the request
+  // (GrammarMatcher::exhausted).
+  int64_t max_work_per_budget() const { return max_work_; }
   void StartBudget() { budget_start_ = work_; }
   bool exhausted() const { return exhausted_; }
   int64_t work() const { return work_; }  // all so far
@@ -136,6 +135,7 @@ class LexEarley {
   std::vector<char> nullable_;
   std::vector<Set> sets_;
   std::unordered_set<uint64_t> seen_;  // the items of the set being built
+  int64_t max_work_;
   int64_t work_ = 0;
   int64_t budget_start_ = 0;
   bool exhausted_ = false;

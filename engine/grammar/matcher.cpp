@@ -34,9 +34,11 @@ struct Hash128 {
 
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared)
+CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared,
+                                 int64_t max_parser_work_per_token)
     : grammar_(std::move(grammar)),
       trie_(trie),
+      max_parser_work_per_token_(max_parser_work_per_token),
       shared_(shared ? std::move(shared) : std::make_shared<SharedMaskCache>()),
       digests_(grammar_.lexemes.size()) {
   for (const ByteDfa& dfa : grammar_.lexemes) {
@@ -224,7 +226,11 @@ const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
   if (entries_[static_cast<size_t>(state)]) return *entries_[static_cast<size_t>(state)];
   const std::string key = SharedKey(state);
   std::shared_ptr<const SharedMaskCache::Entry> shared = shared_->Find(key);
-  if (!shared) shared = shared_->Insert(key, Walk(state));
+  if (!shared) {
+    std::shared_ptr<const SharedMaskCache::Entry> walked = Walk(state);
+    const size_t bytes = walked->bytes();
+    shared = shared_->Insert(key, std::move(walked), bytes);
+  }
   // This grammar's lexer state before each boundary node: the walk from `state` along the
   // node's path (Step may grow states_, so nothing holds a reference into it).
   auto e = std::make_unique<MaskEntry>();
@@ -245,7 +251,7 @@ const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(int32_t state) {
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<CompiledGrammar> grammar)
-    : g_(std::move(grammar)), parser_(&g_->grammar()) {
+    : g_(std::move(grammar)), parser_(&g_->grammar(), g_->max_parser_work_per_token_) {
   std::lock_guard lock(g_->mu_);
   state_ = g_->StartState(parser_.Expected());
 }

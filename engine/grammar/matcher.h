@@ -38,18 +38,22 @@ namespace kvserve {
 struct SharedMaskEntry {
   TokenMask inside;
   std::vector<int32_t> boundary;  // trie nodes whose byte cannot continue, after a lexeme ended
+  size_t bytes() const { return sizeof(SharedMaskEntry) + inside.memory_bytes() + boundary.size() * sizeof(int32_t); }
 };
 class SharedMaskCache : public LruCache<std::shared_ptr<const SharedMaskEntry>> {
  public:
   using Entry = SharedMaskEntry;
-  explicit SharedMaskCache(size_t capacity = 2048) : LruCache(capacity) {}
+  // At most `max_bytes` of masks and boundaries (Entry::bytes), however many entries.
+  explicit SharedMaskCache(size_t max_bytes = GrammarLimits{}.shared_mask_bytes) : LruCache(SIZE_MAX, max_bytes) {}
 };
 
 class CompiledGrammar {
  public:
   // `trie` must outlive it. `shared` (null: a cache of its own) holds the walks other grammars
-  // over the same vocabulary may reuse.
-  CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared = nullptr);
+  // over the same vocabulary may reuse. Its matchers' parsers stop past
+  // `max_parser_work_per_token` (GrammarLimits).
+  CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std::shared_ptr<SharedMaskCache> shared = nullptr,
+                  int64_t max_parser_work_per_token = GrammarLimits{}.max_parser_work_per_token);
   const LexGrammar& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return *trie_; }
   int num_lexer_states() const;
@@ -95,6 +99,7 @@ class CompiledGrammar {
 
   LexGrammar grammar_;
   const TokenTrie* trie_;
+  int64_t max_parser_work_per_token_;
   std::shared_ptr<SharedMaskCache> shared_;
   mutable std::mutex mu_;
   // The bytes every lexeme treats alike (the meet of their classes): a lexer state's row.
@@ -123,7 +128,7 @@ class GrammarMatcher {
   // Undoes the last `n` accepted tokens (n <= num_tokens()).
   void Rollback(int n);
   int num_tokens() const { return static_cast<int>(history_.size()); }
-  // The parser ran past its work bound for one token (LexEarley::kMaxWorkPerBudget: an
+  // The parser ran past its work bound for one token (GrammarLimits::max_parser_work_per_token: an
   // ambiguous grammar): the masks are no longer exact and the sequence must end (an error).
   bool exhausted() const { return parser_.exhausted(); }
   int64_t parser_work() const { return parser_.work(); }  // LexEarley::work, all tokens so far

@@ -344,12 +344,12 @@ StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& opt
   return Determinize(nfa, in, out, options);
 }
 
-Status CheckChoices(std::span<const std::string> choices, std::string_view what) {
+Status CheckChoices(std::span<const std::string> choices, std::string_view what, const GrammarLimits& limits) {
   size_t bytes = 0;
   for (const std::string& c : choices) bytes += c.size();
-  if (choices.size() > kMaxChoiceStrings || bytes > kMaxChoiceBytes) {
+  if (choices.size() > limits.max_choice_strings || bytes > limits.max_choice_bytes) {
     return InvalidArgumentError(fmt::format("{} has {} strings of {} bytes in all; at most {} strings and {} bytes", what,
-                                            choices.size(), bytes, kMaxChoiceStrings, kMaxChoiceBytes));
+                                            choices.size(), bytes, limits.max_choice_strings, limits.max_choice_bytes));
   }
   return OkStatus();
 }

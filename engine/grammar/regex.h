@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/grammar/grammar_limits.h"
 
 namespace kvserve {
 
@@ -68,12 +69,10 @@ struct ByteDfa {
 
 struct RegexOptions {
   bool anchored = false;  // the whole string (else: search, as JSON Schema's pattern)
-  int max_states = 20000; // a DFA past this many states is RESOURCE_EXHAUSTED
-  // What a compile may hold and do on the way to its DFA, RESOURCE_EXHAUSTED past either:
-  // the NFA's states (counts multiply them: ((a{1000}){1000}) and the NFA states the subset
-  // construction visits in all (its memory and time; ((a+)+)+... doubles them per level).
-  int max_nfa_states = 250000;
-  int64_t max_subset_work = int64_t{1} << 23;
+  // Past these, RESOURCE_EXHAUSTED (GrammarLimits says what each bounds).
+  int max_states = GrammarLimits{}.max_regex_states;
+  int max_nfa_states = GrammarLimits{}.max_nfa_states;
+  int64_t max_subset_work = GrammarLimits{}.max_subset_work;
   // Match the JSON string literal of each matching string instead: its quotes, and its
   // characters as JSON writes them: " and \ as \" and \\, control characters as \b \f \n \r
   // \t or \u00XX (hex in either case), / raw or as \/, every other code point raw (UTF-8).
@@ -81,15 +80,19 @@ struct RegexOptions {
 };
 
 [[nodiscard]] StatusOr<ByteDfa> CompileRegex(std::string_view pattern, const RegexOptions& options = {});
+// The options of a compile under `limits`.
+inline RegexOptions RegexOptionsWithin(const GrammarLimits& limits, bool anchored, bool json_string = false) {
+  return {.anchored = anchored, .max_states = limits.max_regex_states, .max_nfa_states = limits.max_nfa_states,
+          .max_subset_work = limits.max_subset_work, .json_string = json_string};
+}
 
 // The DFA of exactly one of `choices` (byte strings): a trie, a state per distinct prefix.
 ByteDfa ChoiceDfa(std::span<const std::string> choices);
-// What a choice list or an enum may hold (a state per distinct prefix: 64 KiB of text is at
-// most 64k states, where an unbounded guided_choice of 256 KiB cost 256 MiB of 1 KiB rows).
-inline constexpr size_t kMaxChoiceStrings = 10000;
-inline constexpr size_t kMaxChoiceBytes = size_t{64} << 10;
-// INVALID_ARGUMENT past either bound; `what` names the list in the message.
-[[nodiscard]] Status CheckChoices(std::span<const std::string> choices, std::string_view what);
+// INVALID_ARGUMENT past what a choice list or an enum may hold (GrammarLimits'
+// max_choice_strings and max_choice_bytes; an unbounded guided_choice of 256 KiB once cost 256
+// MiB); `what` names the list in the message.
+[[nodiscard]] Status CheckChoices(std::span<const std::string> choices, std::string_view what,
+                                  const GrammarLimits& limits);
 
 // The strings both automata match (`keep_b`) or `a` matches and `b` does not (!keep_b),
 // pruned; RESOURCE_EXHAUSTED past `max_states`.

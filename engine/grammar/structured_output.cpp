@@ -2,11 +2,14 @@
 #include "engine/grammar/structured_output.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <utility>
 
-#include "engine/grammar/grammar.h"
+#include <fmt/format.h>
+
 #include "common/sha256.h"
+#include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
 namespace kvserve {
@@ -77,7 +80,7 @@ StatusOr<LexGrammar> FrameGrammar(LexGrammar g, const StructuredOutputSpec::Fram
   return g;
 }
 
-StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono::milliseconds time_limit,
+StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, const GrammarLimits& limits,
                                   std::vector<std::string>* ignored) {
   switch (spec.kind) {
     case Kind::kJsonSchema:
@@ -85,7 +88,7 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono:
       JsonSchemaOptions options;
       options.max_whitespace = spec.max_whitespace;
       options.lenient = spec.lenient;
-      options.time_limit = time_limit;
+      options.limits = limits;
       StatusOr<CompiledSchema> schema =
           CompileJsonSchema(spec.kind == Kind::kJsonObject ? std::string_view(R"({"type":"object"})") : spec.text, options);
       if (!schema.ok()) return schema.status();
@@ -94,10 +97,10 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, std::chrono:
       return std::move(schema->grammar);
     }
     case Kind::kRegex:
-      return RegexGrammar(spec.text);
+      return RegexGrammar(spec.text, limits);
     case Kind::kChoice:
       if (spec.choices.empty()) return InvalidArgumentError("a choice needs at least one string");
-      RETURN_IF_ERROR(CheckChoices(spec.choices, "the choice"));
+      RETURN_IF_ERROR(CheckChoices(spec.choices, "the choice", limits));
       return ChoiceGrammar(spec.choices);
     case Kind::kGrammar: {
       StatusOr<Grammar> g = ParseGbnf(spec.text);
@@ -126,13 +129,26 @@ const char* StructuredOutputSpec::kind_name() const {
   return "unknown";
 }
 
-GrammarCache::GrammarCache(const Tokenizer* tokenizer, size_t capacity, std::chrono::milliseconds time_limit,
-                           size_t max_bytes)
+GrammarCache::GrammarCache(const Tokenizer* tokenizer, GrammarLimits limits)
     : tokenizer_(tokenizer),
-      time_limit_(time_limit),
-      shared_masks_(std::make_shared<SharedMaskCache>()),
-      compiled_(capacity, max_bytes),
-      failed_(1024) {}
+      limits_(limits),
+      shared_masks_(std::make_shared<SharedMaskCache>(limits.shared_mask_bytes)),
+      compiled_(limits.cache_entries, limits.cache_bytes),
+      failed_(1024) {
+  for (int i = 0; i < std::max(1, limits_.compile_threads); ++i) threads_.emplace_back([this] { CompileLoop(); });
+}
+
+GrammarCache::~GrammarCache() {
+  std::deque<std::unique_ptr<Job>> refused;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    refused.swap(queue_);
+  }
+  work_cv_.notify_all();
+  for (auto& job : refused) job->done.set_value(UnavailableError("the server is shutting down"));
+  for (std::thread& t : threads_) t.join();
+}
 
 const TokenTrie* GrammarCache::Trie() {
   std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tokenizer_); });
@@ -141,23 +157,79 @@ const TokenTrie* GrammarCache::Trie() {
 
 StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& spec) {
   const std::string key = KeyOf(spec);
-  if (std::shared_ptr<const Entry> hit = compiled_.Find(key)) {
-    return Compiled{hit->grammar, hit->ignored, /*cache_hit=*/true, 0};
-  }
   const std::string digest = Sha256(key);
-  if (std::shared_ptr<const Status> failed = failed_.Find(digest)) return *failed;
-  ++num_compiles_;
-  StatusOr<Compiled> compiled = Compile(spec, key);
-  if (!compiled.ok()) failed_.Insert(digest, std::make_shared<const Status>(compiled.status()));
-  return compiled;
+  auto known = [&]() -> std::optional<StatusOr<Compiled>> {
+    if (std::shared_ptr<const Entry> hit = compiled_.Find(key)) {
+      return Compiled{hit->grammar, hit->ignored, /*cache_hit=*/true, 0};
+    }
+    if (std::shared_ptr<const Status> failed = failed_.Find(digest)) return StatusOr<Compiled>(*failed);
+    return std::nullopt;
+  };
+  if (auto done = known()) return *std::move(done);
+  std::shared_future<StatusOr<Compiled>> result;
+  bool joined = false;  // another request's compile of the same spec
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return UnavailableError("the server is shutting down");
+    if (const auto it = in_flight_.find(key); it != in_flight_.end()) {
+      result = it->second;
+      joined = true;
+    } else if (auto done = known()) {  // a compile ended since the first look (its result is kept
+      return *std::move(done);        // before it leaves in_flight_)
+    } else {
+      // Jobs an idle thread is about to take do not wait.
+      if (static_cast<int>(queue_.size()) >= idle_ + limits_.max_waiting_compiles) {
+        return ResourceExhaustedError(fmt::format("{} structured outputs are waiting to compile; retry later",
+                                                  queue_.size()));
+      }
+      auto job = std::make_unique<Job>(Job{spec, key, {}});
+      result = job->done.get_future().share();
+      in_flight_.emplace(key, result);
+      queue_.push_back(std::move(job));
+    }
+  }
+  work_cv_.notify_one();
+  if (result.wait_for(limits_.compile_timeout) != std::future_status::ready) {
+    return DeadlineExceededError(fmt::format("compiling the {} took longer than {} ms (waiting for a compile thread "
+                                             "included)", spec.kind_name(), limits_.compile_timeout.count()));
+  }
+  StatusOr<Compiled> out = result.get();
+  if (joined && out.ok()) out->cache_hit = true, out->compile_seconds = 0;
+  return out;
+}
+
+int GrammarCache::num_compiling() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(in_flight_.size());
+}
+
+void GrammarCache::CompileLoop() {
+  for (;;) {
+    std::unique_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      ++idle_;
+      work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      --idle_;
+      if (stop_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    ++num_compiles_;
+    StatusOr<Compiled> compiled = Compile(job->spec, job->key);
+    if (!compiled.ok()) failed_.Insert(Sha256(job->key), std::make_shared<const Status>(compiled.status()));
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(job->key);  // its result is in compiled_ or failed_ now (Get looks again)
+    }
+    job->done.set_value(std::move(compiled));
+  }
 }
 
 StatusOr<GrammarCache::Compiled> GrammarCache::Compile(const StructuredOutputSpec& spec, const std::string& key) {
-  // Compiled outside any lock: a slow schema holds its own caller only (two callers missing on
-  // one key both compile; the cache keeps the first).
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> ignored;
-  StatusOr<LexGrammar> grammar = BuildGrammar(spec, time_limit_, &ignored);
+  StatusOr<LexGrammar> grammar = BuildGrammar(spec, limits_, &ignored);
   if (!grammar.ok()) {
     // An unsatisfiable schema or one past a limit is the caller's to change: a 400, never a
     // 429 that clients would retry.
@@ -169,16 +241,17 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Compile(const StructuredOutputSpe
     }
     return grammar.status();
   }
-  auto compiled = std::make_shared<CompiledGrammar>(std::move(grammar).value(), Trie(), shared_masks_);
+  auto compiled = std::make_shared<CompiledGrammar>(std::move(grammar).value(), Trie(), shared_masks_,
+                                                    limits_.max_parser_work_per_token);
   {
     GrammarMatcher warm(compiled);  // the start state's mask, cached for the first token
     TokenMask mask;
     warm.FillMask(&mask);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (seconds * 1000 > static_cast<double>(time_limit_.count())) {
-    return DeadlineExceededError("compiling the " + std::string(spec.kind_name()) + " took longer than " +
-                                 std::to_string(time_limit_.count()) + " ms");
+  if (seconds * 1000 > static_cast<double>(limits_.compile_timeout.count())) {
+    return DeadlineExceededError(fmt::format("compiling the {} took longer than {} ms", spec.kind_name(),
+                                             limits_.compile_timeout.count()));
   }
   compiled_.Insert(key, std::make_shared<const Entry>(Entry{compiled, ignored}), compiled->ApproxBytes());
   return Compiled{std::move(compiled), std::move(ignored), /*cache_hit=*/false, seconds};

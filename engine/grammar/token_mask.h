@@ -28,6 +28,7 @@ class TokenMask {
   }
   // Bit i of word i / 64 is token i.
   std::span<const uint64_t> words() const { return words_; }
+  size_t memory_bytes() const { return words_.size() * sizeof(uint64_t); }
   bool operator==(const TokenMask& other) const = default;
 
  private:

@@ -5,7 +5,8 @@
 //              kv_cache_capacity_blocks, kv_cache_tokens, kv_cache_bytes{dtype},
 //              kv_host_blocks{state=used|free}, tokens_per_second,
 //              requests{state=running|waiting|swapped}, chat_sessions, batch_tokens,
-//              batch_sequences, engine_healthy, info{model,kv_dtype,block_size,backend} = 1
+//              batch_sequences, engine_healthy, info{model,kv_dtype,block_size,backend} = 1,
+//              grammar_cache_bytes, grammar_shared_mask_bytes, grammar_compiling
 //   counters   prompt_tokens_total, generation_tokens_total, preemptions_total,
 //              kv_evictions_total{reason=window|prefix_lru|session|preemption} (blocks),
 //              prefix_cache_queries_total, prefix_cache_hits_total,
@@ -223,6 +224,12 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
   out.Histogram("grammar_compile_seconds", "Time to compile a structured output's grammar (cache misses).",
                 s.grammar_compile);
   out.Histogram("grammar_mask_seconds", "Time to compute one token mask of a structured output.", s.grammar_mask);
+  out.Gauge("grammar_cache_bytes", "Bytes of the compiled grammars kept (--grammar-cache-memory bounds them).",
+            static_cast<double>(s.grammar_cache_bytes));
+  out.Gauge("grammar_shared_mask_bytes", "Bytes of the token-trie walks all grammars share.",
+            static_cast<double>(s.grammar_shared_mask_bytes));
+  out.Gauge("grammar_compiling", "Structured-output grammars compiling or waiting for a compile thread.",
+            static_cast<double>(s.grammar_compiling));
 
   const int block_size = c.block_size > 0 ? c.block_size : config.kv.block_size;
   AddModelServerProtocol(s, ctx.model_id, block_size, config.num_blocks, &out);

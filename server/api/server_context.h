@@ -22,6 +22,9 @@ struct ServerOptions {
   int http_port = 8080;
   int grpc_port = 50051;               // 0: pick a free port; -1: gRPC off
   int http_threads = 2;                // I/O threads of the HTTP server
+  // Requests that may wait for a grammar compile at once (the engine's compile threads and
+  // queue): the HTTP handler threads get as many more, so other requests never wait behind them.
+  int grammar_compile_slots = 0;
   std::vector<std::string> api_keys;   // empty: no auth
   bool protect_observability = false;  // also require the key for /health, /ready, /metrics
   size_t max_body_bytes = 8 << 20;     // larger request bodies: 413

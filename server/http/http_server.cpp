@@ -37,7 +37,7 @@ constexpr auto kStopDeadline = std::chrono::seconds(5);
 class BeastHttpServer final : public HttpServer {
  public:
   explicit BeastHttpServer(ServerContext* ctx)
-      : workers_(static_cast<size_t>(std::max(2, ctx->options.http_threads))),
+      : workers_(static_cast<size_t>(std::max(2, ctx->options.http_threads) + ctx->options.grammar_compile_slots)),
         shared_(std::make_shared<ServerShared>(ctx, &workers_)), acceptor_(net::make_strand(ioc_)),
         retry_timer_(acceptor_.get_executor()), work_(net::make_work_guard(ioc_)) {}
   ~BeastHttpServer() override { Stop(); }

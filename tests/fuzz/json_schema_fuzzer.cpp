@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t split = input.find('\0');
   const std::string_view text = split == std::string_view::npos ? std::string_view() : input.substr(split + 1);
   JsonSchemaOptions options;
-  options.time_limit = std::chrono::milliseconds(2000);
+  options.limits.compile_timeout = std::chrono::milliseconds(2000);
   StatusOr<CompiledSchema> compiled = CompileJsonSchema(input.substr(0, split), options);
   if (!compiled.ok()) {
     const StatusCode c = compiled.status().code();

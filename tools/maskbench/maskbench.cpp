@@ -70,7 +70,7 @@ MaskBenchResult RunMaskBenchFile(const std::string& path, const Tokenizer& token
   const Clock::time_point start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(options.time_limit_s);
   JsonSchemaOptions schema_options;
-  schema_options.time_limit = std::chrono::milliseconds(static_cast<int64_t>(options.time_limit_s * 1000));
+  schema_options.limits.compile_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.time_limit_s * 1000));
   StatusOr<CompiledSchema> compiled = CompileJsonSchema(doc["schema"].dump(), schema_options);
   if (!compiled.ok()) {
     r.status = compiled.status().code() == StatusCode::kDeadlineExceeded ? "timeout" : "compile_error";

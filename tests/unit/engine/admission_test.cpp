@@ -103,6 +103,12 @@ TEST(AdmissionTest, AbortedWaitingRequestsLeaveTheQueueAndAFullQueueIsNotAccepti
   auto b = engine->Submit(Greedy({6, 7}, 4));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(engine->Submit(Greedy({8}, 4)).status().code(), StatusCode::kResourceExhausted);
+  // A request the queue cannot take compiles nothing (issue 54, item 2): its structured output
+  // would be a 400 if it were compiled first.
+  GenerationRequest structured = Greedy({8}, 4);
+  structured.structured.kind = StructuredOutputSpec::Kind::kRegex;
+  structured.structured.text = "(unclosed";
+  EXPECT_EQ(engine->Submit(structured).status().code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(engine->AcceptingRequests());  // /ready must not say ready now
   engine->Abort((*a)->id());
   engine->Abort((*b)->id());

@@ -211,7 +211,7 @@ TEST_P(StructuredOutputTest, BadSpecsAreRefusedAtSubmit) {
   ASSERT_TRUE(testing::WaitFor([&] { return engine->GetStats().grammar_compile_errors_total == 5; }));
 
   EngineConfig slow = testing::TestConfig(512);
-  slow.grammar_compile_timeout_seconds = 1e-6;
+  slow.grammar.compile_timeout = std::chrono::milliseconds(0);
   auto slow_engine = testing::MakeEngine(model_, slow);
   const Status late = slow_engine->Submit(Structured(*model_, "x", Schema(R"({"type":"boolean"})"))).status();
   EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late.ToString();

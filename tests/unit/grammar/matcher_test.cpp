@@ -146,7 +146,7 @@ TEST_P(MatcherTest, SharedWalksGiveEveryGrammarItsExactMasks) {
 }
 
 // Issue 54, D2: an ambiguous grammar made the Earley work per token grow without bound (2-12 s
-// per step for the whole batch). The parser now stops at LexEarley::kMaxWorkPerBudget per
+// per step for the whole batch). The parser now stops at GrammarLimits{}.max_parser_work_per_token per
 // token and the matcher says so; a large unambiguous grammar (llama.cpp's json.gbnf) stays far
 // below the bound over a real vocabulary.
 TEST_P(MatcherTest, AnAmbiguousGrammarExhaustsItsWorkBoundAndJsonGbnfStaysFarBelow) {
@@ -171,9 +171,9 @@ ws ::= | " " | "\n" [ \t]{0,20})g");
     most = std::max(most, jm.parser_work() - before);
   }
   EXPECT_FALSE(jm.exhausted());
-  EXPECT_LT(most * 4, LexEarley::kMaxWorkPerBudget) << "json.gbnf's busiest token: " << most;
+  EXPECT_LT(most * 4, GrammarLimits{}.max_parser_work_per_token) << "json.gbnf's busiest token: " << most;
   std::printf("json.gbnf: at most %lld parser steps for one token (bound %lld)\n", static_cast<long long>(most),
-              static_cast<long long>(LexEarley::kMaxWorkPerBudget));
+              static_cast<long long>(GrammarLimits{}.max_parser_work_per_token));
 
   StatusOr<Grammar> ambiguous = ParseGbnf("root ::= s\ns ::= s s s | s s | [a-z ]");
   ASSERT_TRUE(ambiguous.ok());

@@ -123,7 +123,7 @@ TEST(ToolCallParserTest, IncompleteOrMalformedCallsAreContent) {
 TEST(ToolCallSpecTest, GrammarsAcceptTheFamiliesCalls) {
   auto tok = testing::LoadSharedTokenizer("gpt-2");
   ASSERT_NE(tok, nullptr);
-  GrammarCache cache(tok.get(), 16, std::chrono::seconds(10));
+  GrammarCache cache(tok.get());
   ToolRequest request;
   request.tools = {{{"get_weather", "", ""}, R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})", true},
                    {{"time", "", ""}, "", false}};
