@@ -1,5 +1,5 @@
-// Operations on byte automata (regex.h): pruning, intersection and difference, leading JSON
-// whitespace, and the JSON string encoding of a regex's classes.
+// Operations on byte automata (regex.h): pruning, intersection and difference, JSON's
+// whitespace layout, and the JSON string encoding of a regex's classes.
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -186,68 +186,47 @@ StatusOr<ByteDfa> IntersectDfa(const ByteDfa& a, const ByteDfa& b, bool keep_b, 
                                      std::move(accepting), 0));
 }
 
-ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws) {
-  if (dfa.start < 0 || max_ws == 0) return dfa;
-  // Each whitespace byte gets a class of its own (the new states tell them apart).
-  static constexpr std::array<uint8_t, 4> kWs = {' ', '\t', '\n', '\r'};
-  std::array<uint8_t, 256> byte_class = dfa.byte_class;
-  std::vector<size_t> source;  // [class] the column of dfa it starts as
-  for (int32_t c = 0; c < dfa.num_classes; ++c) source.push_back(static_cast<size_t>(c));
-  for (uint8_t ws : kWs) {
-    const uint8_t c = byte_class[ws];
-    bool shared = false;
-    for (int byte = 0; byte < 256; ++byte) shared |= byte != ws && byte_class[static_cast<size_t>(byte)] == c;
-    if (!shared) continue;
-    byte_class[ws] = static_cast<uint8_t>(source.size());
-    source.push_back(c);
-  }
-  const size_t width = source.size(), old_width = static_cast<size_t>(dfa.num_classes);
-  std::vector<int32_t> table;
-  for (int32_t s = 0; s < dfa.num_states(); ++s) {
-    for (size_t c : source) table.push_back(dfa.table[static_cast<size_t>(s) * old_width + c]);
-  }
-  std::vector<char> accepting = dfa.accepting;
-  // New states, each behaving as the start for any other byte. Unbounded: one state that loops
-  // on whitespace. Bounded by k: the layout of JSON as people and models write it, with no run
-  // of blank lines: s_0 (the start) .. s_k have read i spaces or tabs; from s_0 one line break
+ByteDfa WhitespaceLayout(int max_ws) {
+  // Classes: 0 any other byte, then space, tab, \n and \r. Unbounded: one state that loops on
+  // whitespace. Bounded by k: the layout of JSON as people and models write it, with no run of
+  // blank lines: s_0 (the start) .. s_k have read i spaces or tabs; from s_0 one line break
   // ("\n", or "\r" then "\n") goes to n_0, and n_0 .. n_k read the indentation after it.
-  const auto start_at = table.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(dfa.start) * width);
-  const std::vector<int32_t> start_row(start_at, start_at + static_cast<std::ptrdiff_t>(width));
-  auto add_state = [&](bool like_start) {
-    if (like_start) {
-      table.insert(table.end(), start_row.begin(), start_row.end());
-    } else {
-      table.insert(table.end(), width, ByteDfa::kDead);
-    }
-    accepting.push_back(like_start ? dfa.accepting[static_cast<size_t>(dfa.start)] : 0);
+  constexpr size_t kWidth = 5;
+  std::array<uint8_t, 256> byte_class{};
+  byte_class[' '] = 1, byte_class['\t'] = 2, byte_class['\n'] = 3, byte_class['\r'] = 4;
+  std::vector<int32_t> table;
+  std::vector<char> accepting;
+  auto add_state = [&](bool accepts) {
+    table.insert(table.end(), kWidth, ByteDfa::kDead);
+    accepting.push_back(accepts ? 1 : 0);
     return static_cast<int32_t>(accepting.size()) - 1;
   };
-  auto set = [&](int32_t from, uint8_t byte, int32_t to) { table[static_cast<size_t>(from) * width + byte_class[byte]] = to; };
+  auto set = [&](int32_t from, uint8_t byte, int32_t to) { table[static_cast<size_t>(from) * kWidth + byte_class[byte]] = to; };
   int32_t start = ByteDfa::kDead;
   if (max_ws < 0) {
     start = add_state(true);
-    for (uint8_t ws : kWs) set(start, ws, start);
+    for (uint8_t ws : {' ', '\t', '\n', '\r'}) set(start, ws, start);
   } else {
     std::vector<int32_t> spaces, indent;
     for (int i = 0; i <= max_ws; ++i) spaces.push_back(add_state(true));
-    for (int i = 0; i <= max_ws; ++i) indent.push_back(add_state(true));
-    const int32_t cr = add_state(false);  // after "\r": only "\n"
-    for (int i = 0; i <= max_ws; ++i) {
-      const int32_t next_space = i < max_ws ? spaces[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
-      const int32_t next_indent = i < max_ws ? indent[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
-      for (uint8_t ws : {' ', '\t'}) {
-        set(spaces[static_cast<size_t>(i)], ws, next_space);
-        set(indent[static_cast<size_t>(i)], ws, next_indent);
+    for (int i = 0; max_ws > 0 && i <= max_ws; ++i) indent.push_back(add_state(true));
+    if (max_ws > 0) {
+      const int32_t cr = add_state(false);  // after "\r": only "\n"
+      for (int i = 0; i <= max_ws; ++i) {
+        const int32_t next_space = i < max_ws ? spaces[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+        const int32_t next_indent = i < max_ws ? indent[static_cast<size_t>(i) + 1] : ByteDfa::kDead;
+        for (uint8_t ws : {' ', '\t'}) {
+          set(spaces[static_cast<size_t>(i)], ws, next_space);
+          set(indent[static_cast<size_t>(i)], ws, next_indent);
+        }
       }
-      for (uint8_t br : {'\n', '\r'}) {
-        set(spaces[static_cast<size_t>(i)], br, i == 0 ? (br == '\n' ? indent[0] : cr) : ByteDfa::kDead);
-        set(indent[static_cast<size_t>(i)], br, ByteDfa::kDead);
-      }
+      set(spaces[0], '\n', indent[0]);
+      set(spaces[0], '\r', cr);
+      set(cr, '\n', indent[0]);
     }
-    set(cr, '\n', indent[0]);
     start = spaces[0];
   }
-  return PruneDfa(ByteDfa::FromTable(byte_class, static_cast<int32_t>(width), std::move(table), std::move(accepting), start));
+  return ByteDfa::FromTable(byte_class, kWidth, std::move(table), std::move(accepting), start);
 }
 
 std::string JsonStringLiteral(std::string_view text) {

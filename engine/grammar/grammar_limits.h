@@ -34,7 +34,7 @@ struct GrammarLimits {
   // ---- what the server keeps and runs (GrammarCache) ----
   size_t cache_entries = 64;                    // compiled grammars kept
   size_t cache_bytes = size_t{1} << 30;         // ... and their bytes (the newest always stays)
-  size_t shared_mask_bytes = size_t{256} << 20; // token-trie walks shared by all grammars
+  size_t shared_mask_bytes = size_t{32} << 20;  // token-trie walks shared by all grammars
   int compile_threads = 1;                      // compiles at once, off the front ends' threads
   int max_waiting_compiles = 16;                // compiles queued beyond those (then 429)
 };

@@ -1,6 +1,6 @@
 // JSON Schema -> LexGrammar (see json_schema.h). One rule per schema node met (a $ref target
 // once, so recursion is a recursive rule); strings, numbers, keys, literals and punctuation
-// are lexemes, each with the leading whitespace policy folded in.
+// are lexemes, each after the grammar's one whitespace layout (LexGrammar::whitespace).
 #include "engine/grammar/json_schema.h"
 
 #include <cmath>
@@ -39,11 +39,12 @@ class SchemaCompiler {
   }
 
   StatusOr<CompiledSchema> Run() {
+    if (options_.max_whitespace != 0) g_.whitespace = WhitespaceLayout(options_.max_whitespace);
     ASSIGN_OR_RETURN(int32_t value, Compile(root_, "", 0));
     g_.root = g_.AddRule("root");
     g_.AddAlternative(g_.root, {value});
     if (options_.max_whitespace != 0) {  // whitespace after the value, as JSON allows
-      const int k = options_.max_whitespace;  // the same layout as WithLeadingWhitespace
+      const int k = options_.max_whitespace;  // the same layout as WhitespaceLayout
       const std::string ws = k < 0 ? "[ \\t\\n\\r]+" : fmt::format("[ \\t]{{1,{0}}}|\\r?\\n[ \\t]{{0,{0}}}", k);
       ASSIGN_OR_RETURN(ByteDfa trailing, CompileRegex(ws, RegexOptionsWithin(options_.limits, /*anchored=*/true)));
       g_.AddAlternative(g_.root, {value, LexGrammar::Lexeme(g_.AddLexeme("trailing:" + ws, std::move(trailing)))});
@@ -57,8 +58,7 @@ class SchemaCompiler {
   int32_t Lexeme(const std::string& key, const ByteDfa& dfa, int64_t min_code_points = 0, int64_t max_code_points = -1) {
     const int32_t found = g_.FindLexeme(key);
     if (found >= 0) return LexGrammar::Lexeme(found);
-    return LexGrammar::Lexeme(
-        g_.AddLexeme(key, WithLeadingWhitespace(dfa, options_.max_whitespace), min_code_points, max_code_points));
+    return LexGrammar::Lexeme(g_.AddLexeme(key, dfa, min_code_points, max_code_points, /*leading_whitespace=*/true));
   }
   int32_t Literals(std::vector<std::string> texts) {
     std::sort(texts.begin(), texts.end());

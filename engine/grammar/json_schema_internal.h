@@ -53,7 +53,7 @@ struct LexemeSpec {
   int64_t max_code_points = -1;
 
   bool Matches(std::string_view text) const {
-    return CodePointBound::For(dfa, min_code_points, max_code_points).Matches(dfa, text);
+    return CodePointBound::For(dfa, dfa.num_states(), min_code_points, max_code_points).Matches(dfa, text);
   }
 };
 [[nodiscard]] StatusOr<LexemeSpec> NumberLexeme(const Json& schema, bool integer, const std::string& pointer,

@@ -9,43 +9,48 @@
 
 namespace kvserve {
 
-CodePointBound CodePointBound::For(const ByteDfa& dfa, int64_t min, int64_t max) {
+CodePointBound CodePointBound::For(const ByteDfa& dfa, int32_t num_states, int64_t min, int64_t max) {
   CodePointBound b;
   if (max < 0 && min == 0) return b;
-  const int64_t limit = std::numeric_limits<int32_t>::max() / std::max(1, dfa.num_states()) - 1;
+  const int64_t limit = std::numeric_limits<int32_t>::max() / std::max(1, num_states) - 1;
   b.min = static_cast<int32_t>(std::min(min, limit));
   b.max = max < 0 ? -1 : static_cast<int32_t>(std::min(max, limit));  // longer: a subset
-  // The opening quote, after any leading whitespace, leads to the same state.
   b.open = dfa.Step(dfa.start, '"');
   return b;
 }
 
-int32_t CodePointBound::Step(const ByteDfa& dfa, int32_t state, uint8_t byte) const {
-  if (state < 0) return ByteDfa::kDead;
-  const int32_t n = dfa.num_states();
+int32_t CodePointBound::Next(int32_t num_states, int32_t state, int32_t t, bool t_accepts) const {
+  if (state < 0 || t < 0) return ByteDfa::kDead;
+  const int32_t n = num_states;
   const int32_t count = state / n;
-  const int32_t q = state % n;
-  const int32_t t = dfa.Step(q, byte);
-  if (t < 0) return ByteDfa::kDead;
-  if (q != open) return count * n + t;
-  if (dfa.Accepts(t)) return count >= min ? count * n + t : ByteDfa::kDead;  // the closing quote
+  if (state % n != open) return count * n + t;
+  if (t_accepts) return count >= min ? count * n + t : ByteDfa::kDead;  // the closing quote
   if (max < 0) return std::min(count + 1, min) * n + t;  // a character starts; only min matters
   return count < max ? (count + 1) * n + t : ByteDfa::kDead;
 }
 
 bool CodePointBound::Matches(const ByteDfa& dfa, std::string_view text) const {
   if (!active()) return dfa.Matches(text);
+  const int32_t n = dfa.num_states();
   int32_t s = dfa.start;
-  for (char c : text) s = Step(dfa, s, static_cast<uint8_t>(c));
-  return s >= 0 && dfa.Accepts(s % dfa.num_states());
+  for (char c : text) {
+    if (s < 0) return false;
+    const int32_t t = dfa.Step(s % n, static_cast<uint8_t>(c));
+    s = Next(n, s, t, dfa.Accepts(t));
+  }
+  return s >= 0 && dfa.Accepts(s % n);
 }
 
-int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points, int64_t max_code_points) {
+int32_t LexGrammar::AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points, int64_t max_code_points,
+                              bool leading_whitespace) {
   auto [it, added] = lexeme_ids_.try_emplace(key, static_cast<int32_t>(lexemes.size()));
   if (added) {
-    bounds.push_back(CodePointBound::For(dfa, min_code_points, max_code_points));
+    leading_whitespace = leading_whitespace && whitespace.start >= 0;
+    const int32_t states = dfa.num_states() + (leading_whitespace ? whitespace.num_states() : 0);
+    bounds.push_back(CodePointBound::For(dfa, states, min_code_points, max_code_points));
     num_dfa_states_ += dfa.num_states();
     lexemes.push_back(std::move(dfa));
+    leading_ws.push_back(leading_whitespace ? 1 : 0);
     lexeme_keys.push_back(key);
   }
   return it->second;

@@ -1,6 +1,6 @@
 // LexGrammar: a context-free grammar over lexemes, what JSON Schemas compile to. A lexeme is a
 // byte automaton (regex.h: a string with its pattern, a number with its bounds, a key, a
-// punctuation mark, each with its leading whitespace); rules are sequences of lexemes and
+// punctuation mark), after the grammar's leading whitespace where it has some; rules are sequences of lexemes and
 // rules. Lexing is by longest match: a lexeme ends where the next byte cannot continue it, so
 // lexemes must not be prefixes of a valid continuation (JSON's are not: a value is always
 // followed by punctuation or whitespace that cannot extend it).
@@ -25,18 +25,21 @@ namespace kvserve {
 // needs a copy of the character automaton (about 33 states) per count, 33,000 states for a
 // maxLength of 1,000. The lexeme's automaton matches a string of any length; its state
 // `open` is where a character starts (after the opening quote and after each character).
-// A lexer state of such a lexeme is count * num_states + automaton state.
+// A lexer state of such a lexeme is count * num_states + state, where num_states counts the
+// lexeme's states with its leading whitespace's (LexGrammar::LexemeStates).
 struct CodePointBound {
   int32_t min = 0;
   int32_t max = -1;   // -1: none (counts stop at min then)
   int32_t open = -1;
 
   bool active() const { return max >= 0 || min > 0; }
-  // The bound for `dfa` (a JSON string literal's automaton, with any leading whitespace);
+  // The bound for `dfa` (a JSON string literal's automaton) of `num_states` lexer states;
   // min and max are lowered to what a lexer state can count.
-  static CodePointBound For(const ByteDfa& dfa, int64_t min, int64_t max);
-  // `dfa`'s step with the count; kDead past the bound.
-  int32_t Step(const ByteDfa& dfa, int32_t state, uint8_t byte) const;
+  static CodePointBound For(const ByteDfa& dfa, int32_t num_states, int64_t min, int64_t max);
+  // The lexer state after `state` when the step of its state (state % num_states) is `t`
+  // (`t_accepts`: an accepting one): the count moved on; kDead past the bound.
+  int32_t Next(int32_t num_states, int32_t state, int32_t t, bool t_accepts) const;
+  // `text` is one of `dfa`'s strings (no leading whitespace) within the bound.
   bool Matches(const ByteDfa& dfa, std::string_view text) const;
 };
 
@@ -46,6 +49,11 @@ struct LexGrammar {
   static constexpr int32_t LexemeId(int32_t symbol) { return -1 - symbol; }
 
   std::vector<ByteDfa> lexemes;
+  // Leading whitespace (a JSON Schema's, WhitespaceLayout): one automaton the lexer runs before
+  // each lexeme that has it (leading_ws), instead of a copy in each. A lexeme's lexer states
+  // are its automaton's, then the whitespace's (LexemeStates).
+  ByteDfa whitespace;
+  std::vector<char> leading_ws;          // [lexeme]
   std::vector<CodePointBound> bounds;    // [lexeme]
   std::vector<std::string> lexeme_keys;  // [lexeme] what built it (equal keys, equal automata)
   std::vector<std::vector<std::vector<int32_t>>> rules;  // [rule] -> alternatives
@@ -54,18 +62,27 @@ struct LexGrammar {
 
   // The automaton states of all lexemes (GrammarLimits::max_grammar_states bounds them).
   int64_t num_dfa_states() const { return num_dfa_states_; }
-  // The lexeme built by `key`, added with `dfa` (and a length bound, see CodePointBound::For)
-  // when new.
-  int32_t AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points = 0, int64_t max_code_points = -1);
-  // Lexer steps through lexeme `l`'s automaton (and its count).
-  int32_t LexemeStart(int32_t l) const { return lexemes[static_cast<size_t>(l)].start; }
+  // The lexeme built by `key`, added with `dfa` (and a length bound, see CodePointBound::For;
+  // after `whitespace` when `leading_whitespace`) when new. Set `whitespace` first.
+  int32_t AddLexeme(const std::string& key, ByteDfa dfa, int64_t min_code_points = 0, int64_t max_code_points = -1,
+                    bool leading_whitespace = false);
+  // Lexer steps through lexeme `l` (its whitespace, automaton and count).
+  int32_t LexemeStates(int32_t l) const {
+    return lexemes[static_cast<size_t>(l)].num_states() + (leading_ws[static_cast<size_t>(l)] ? whitespace.num_states() : 0);
+  }
+  int32_t LexemeStart(int32_t l) const {
+    const ByteDfa& d = lexemes[static_cast<size_t>(l)];
+    return d.start < 0 || !leading_ws[static_cast<size_t>(l)] ? d.start : d.num_states() + whitespace.start;
+  }
   int32_t LexemeStep(int32_t l, int32_t state, uint8_t byte) const {
     const CodePointBound& b = bounds[static_cast<size_t>(l)];
-    return b.active() ? b.Step(lexemes[static_cast<size_t>(l)], state, byte) : lexemes[static_cast<size_t>(l)].Step(state, byte);
+    if (!b.active() || state < 0) return StepUncounted(l, state, byte);
+    const int32_t n = LexemeStates(l);
+    const int32_t t = StepUncounted(l, state % n, byte);
+    return b.Next(n, state, t, AcceptsUncounted(l, t));
   }
   bool LexemeAccepts(int32_t l, int32_t state) const {
-    const ByteDfa& d = lexemes[static_cast<size_t>(l)];
-    return bounds[static_cast<size_t>(l)].active() ? d.Accepts(state % d.num_states()) : d.Accepts(state);
+    return AcceptsUncounted(l, bounds[static_cast<size_t>(l)].active() ? state % LexemeStates(l) : state);
   }
   int32_t FindLexeme(const std::string& key) const;
   int32_t AddRule(std::string name);
@@ -76,6 +93,20 @@ struct LexGrammar {
   [[nodiscard]] Status RemoveUnproductive(std::string_view what = "schema");
 
  private:
+  int32_t StepUncounted(int32_t l, int32_t state, uint8_t byte) const {
+    const ByteDfa& d = lexemes[static_cast<size_t>(l)];
+    if (state < d.num_states()) return d.Step(state, byte);  // kDead too
+    const int32_t w = state - d.num_states();
+    const int32_t t = whitespace.Step(w, byte);
+    if (t >= 0) return d.num_states() + t;
+    return whitespace.Accepts(w) ? d.Step(d.start, byte) : ByteDfa::kDead;  // the lexeme starts
+  }
+  bool AcceptsUncounted(int32_t l, int32_t state) const {
+    const ByteDfa& d = lexemes[static_cast<size_t>(l)];
+    if (state < d.num_states()) return d.Accepts(state);
+    return whitespace.Accepts(state - d.num_states()) && d.Accepts(d.start);
+  }
+
   std::unordered_map<std::string, int32_t> lexeme_ids_;
   int64_t num_dfa_states_ = 0;
 };

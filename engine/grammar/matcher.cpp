@@ -41,10 +41,12 @@ CompiledGrammar::CompiledGrammar(LexGrammar grammar, const TokenTrie* trie, std:
       max_parser_work_per_token_(max_parser_work_per_token),
       shared_(shared ? std::move(shared) : std::make_shared<SharedMaskCache>()),
       digests_(grammar_.lexemes.size()) {
-  for (const ByteDfa& dfa : grammar_.lexemes) {
+  std::vector<const ByteDfa*> automata = {&grammar_.whitespace};
+  for (const ByteDfa& dfa : grammar_.lexemes) automata.push_back(&dfa);
+  for (const ByteDfa* dfa : automata) {
     std::map<std::pair<uint8_t, uint8_t>, uint8_t> meet;
     for (size_t b = 0; b < 256; ++b) {
-      byte_class_[b] = meet.try_emplace({byte_class_[b], dfa.byte_class[b]}, static_cast<uint8_t>(meet.size())).first->second;
+      byte_class_[b] = meet.try_emplace({byte_class_[b], dfa->byte_class[b]}, static_cast<uint8_t>(meet.size())).first->second;
     }
     num_classes_ = static_cast<int32_t>(meet.size());
   }
@@ -59,9 +61,15 @@ const std::string& CompiledGrammar::LexemeDigest(int32_t lexeme) {
   for (int64_t v : {int64_t{dfa.num_states()}, int64_t{dfa.start}, int64_t{bound.min}, int64_t{bound.max}, int64_t{bound.open}}) {
     h.Add(v);
   }
-  for (uint8_t c : dfa.byte_class) h.Add(c);
-  for (char a : dfa.accepting) h.Add(a);
-  for (int32_t t : dfa.table) h.Add(t);
+  std::vector<const ByteDfa*> automata = {&dfa};
+  if (grammar_.leading_ws[static_cast<size_t>(lexeme)]) automata.push_back(&grammar_.whitespace);
+  for (const ByteDfa* a : automata) {
+    h.Add(a->num_states());
+    h.Add(a->start);
+    for (uint8_t c : a->byte_class) h.Add(c);
+    for (char acc : a->accepting) h.Add(acc);
+    for (int32_t t : a->table) h.Add(t);
+  }
   d = h.Bytes();
   return d;
 }
@@ -79,7 +87,7 @@ std::string CompiledGrammar::SharedKey(int32_t state) {
       add(st);
       continue;
     }
-    const int32_t n = grammar_.lexemes[static_cast<size_t>(lexeme)].num_states();
+    const int32_t n = grammar_.LexemeStates(lexeme);
     const int32_t count = st / n;
     add(st % n);
     add(std::clamp(b.min - count, 0, reach));
@@ -95,7 +103,7 @@ int CompiledGrammar::num_lexer_states() const {
 
 size_t CompiledGrammar::ApproxBytes() const {
   std::lock_guard lock(mu_);
-  size_t bytes = 0;
+  size_t bytes = grammar_.whitespace.memory_bytes();
   for (const ByteDfa& dfa : grammar_.lexemes) bytes += dfa.memory_bytes();
   for (const auto& alts : grammar_.rules) {
     for (const auto& alt : alts) bytes += sizeof(alt) + alt.size() * sizeof(int32_t);
@@ -183,9 +191,10 @@ int32_t CompiledGrammar::BulkReach(int32_t state) {
     const ByteDfa& dfa = grammar_.lexemes[static_cast<size_t>(lexeme)];
     // Between two characters of a counted string: each character counts one, so a subtree no
     // deeper (in bytes) than the count left stays inside.
-    if (bound.active() && st % dfa.num_states() == bound.open &&
+    const int32_t n = grammar_.LexemeStates(lexeme);
+    if (bound.active() && st % n == bound.open &&
         TextLoops(bound.open, [&dfa](int32_t s, uint8_t b) { return dfa.Step(s, b); })) {
-      reach = bound.max < 0 ? std::numeric_limits<int32_t>::max() : bound.max - st / dfa.num_states();
+      reach = bound.max < 0 ? std::numeric_limits<int32_t>::max() : bound.max - st / n;
     }
   }
   states_[static_cast<size_t>(state)].bulk_reach = reach;

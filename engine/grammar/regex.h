@@ -101,11 +101,12 @@ ByteDfa ChoiceDfa(std::span<const std::string> choices);
 // `dfa` with its equivalent states merged (Moore's refinement): the smallest automaton of its
 // language when `dfa` is pruned (PruneDfa; states that cannot accept stay as one class).
 ByteDfa MinimizeDfa(const ByteDfa& dfa);
-// `dfa` after JSON whitespace (space, \t, \n, \r): any amount (max_ws -1), or, bounded, the
-// way JSON is laid out: up to max_ws spaces and tabs, or one line break ("\n" or "\r\n") and up
-// to max_ws spaces and tabs of indentation after it (no blank lines, no trailing spaces).
-// REQUIRES: no string of `dfa` starts with whitespace.
-ByteDfa WithLeadingWhitespace(const ByteDfa& dfa, int max_ws);
+// JSON whitespace (space, \t, \n, \r) before a lexeme (LexGrammar::whitespace): any amount
+// (max_ws -1), or, bounded, the way JSON is laid out: up to max_ws spaces and tabs, or one line
+// break ("\n" or "\r\n") and up to max_ws spaces and tabs of indentation after it (no blank
+// lines, no trailing spaces). Its accepting states are where the lexeme may start; it has
+// transitions on whitespace only, so a lexeme after it must not start with whitespace.
+ByteDfa WhitespaceLayout(int max_ws);
 // The JSON encoding of `text` as a string literal, as RegexOptions::json_string writes it
 // (control characters other than \b \f \n \r \t as lower-case \u00xx, as Python does).
 std::string JsonStringLiteral(std::string_view text);

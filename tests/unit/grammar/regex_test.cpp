@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar/lex_grammar.h"
 #include "engine/grammar/regex.h"
 
 namespace kvserve {
@@ -194,7 +195,7 @@ TEST(Regex, AutomataStoreAColumnPerByteClass) {
   EXPECT_LE(text->num_classes, 48);  // escapes and hex digits tell letters apart
   EXPECT_LT(text->memory_bytes(), static_cast<size_t>(text->num_states()) * 48 * 4 + 1024);
   for (const ByteDfa& dfa : {*number, *text, ChoiceDfa(std::vector<std::string>{"red", "green", "blue"}),
-                             WithLeadingWhitespace(*number, 3), MinimizeDfa(*text)}) {
+                             WhitespaceLayout(3), MinimizeDfa(*text)}) {
     // The same transitions as 256-byte rows, and the same form when built from them.
     std::vector<ByteDfa::Row> rows(static_cast<size_t>(dfa.num_states()));
     for (int s = 0; s < dfa.num_states(); ++s) {
@@ -205,11 +206,31 @@ TEST(Regex, AutomataStoreAColumnPerByteClass) {
     EXPECT_EQ(dense.num_classes, dfa.num_classes);
     EXPECT_EQ(dense.table, dfa.table);
   }
-  const ByteDfa spaced = WithLeadingWhitespace(*number, 2);
-  EXPECT_TRUE(spaced.Matches("  7"));
-  EXPECT_TRUE(spaced.Matches("\n  7"));
-  EXPECT_FALSE(spaced.Matches("   7"));
-  EXPECT_FALSE(spaced.Matches("\n\n7"));
+}
+
+// Leading JSON whitespace is one automaton the lexer runs before each lexeme that has it, not a
+// copy in each lexeme (issue 54, item 2), with a lexeme's length count on top.
+TEST(Regex, LexemesShareTheirLeadingWhitespace) {
+  LexGrammar g;
+  g.whitespace = WhitespaceLayout(2);
+  const int32_t number = g.AddLexeme("number", *CompileRegex("[0-9]+", {.anchored = true}), 0, -1, true);
+  const ByteDfa text = MinimizeDfa(*CompileRegex("[\\s\\S]*", {.anchored = true, .json_string = true}));
+  const int32_t word = g.AddLexeme("word", text, /*min_code_points=*/2, /*max_code_points=*/3, true);
+  const int32_t bare = g.AddLexeme("bare", *CompileRegex("[0-9]+", {.anchored = true}));
+  auto lexes = [&g](int32_t l, std::string_view s) {
+    int32_t state = g.LexemeStart(l);
+    for (char c : s) state = state < 0 ? state : g.LexemeStep(l, state, static_cast<uint8_t>(c));
+    return state >= 0 && g.LexemeAccepts(l, state);
+  };
+  for (const char* ok : {"7", "  7", "\t 7", "\n  7", "\r\n7", "\n7"}) EXPECT_TRUE(lexes(number, ok)) << ok;
+  for (const char* bad : {"   7", "\n\n7", " \n7", "\r7", "\n   7", " ", ""}) EXPECT_FALSE(lexes(number, bad)) << bad;
+  for (const char* ok : {"\"ab\"", " \"abc\"", "\n \"\u00e9t\u00e9\""}) EXPECT_TRUE(lexes(word, ok)) << ok;
+  for (const char* bad : {" \"a\"", "\"abcd\"", "  \"ab", "   \"ab\""}) EXPECT_FALSE(lexes(word, bad)) << bad;
+  EXPECT_TRUE(lexes(bare, "7"));
+  EXPECT_FALSE(lexes(bare, " 7"));
+  // The grammar holds the whitespace once: its lexemes' automata have no whitespace states.
+  EXPECT_EQ(g.LexemeStates(number), g.lexemes[static_cast<size_t>(number)].num_states() + g.whitespace.num_states());
+  EXPECT_EQ(g.num_dfa_states(), g.lexemes[0].num_states() + g.lexemes[1].num_states() + g.lexemes[2].num_states());
 }
 
 }  // namespace regex_test
