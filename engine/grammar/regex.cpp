@@ -240,33 +240,33 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, const Regex
   Closure(nfa, &first, &mark, ++stamp);
   sets.push_back(&ids.try_emplace(std::move(first), 0).first->first);
   int64_t work = 0;  // NFA states of every closure taken (each is visited once per closure)
-  std::vector<std::vector<int>> targets(num_classes);
   for (size_t d = 0; d < sets.size(); ++d) {
     if (static_cast<int>(sets.size()) > max_states) {
       return ResourceExhaustedError(fmt::format("the regex needs more than {} automaton states", max_states));
     }
     const std::vector<int>& set = *sets[d];
+    // The classes split further into intervals on which this set's edges agree (each class
+    // lies in one): one closure per interval.
+    std::vector<int> local = {0, 256};
+    for (int s : set) {
+      for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) local.push_back(e.lo), local.push_back(e.hi + 1);
+    }
+    std::sort(local.begin(), local.end());
+    local.erase(std::unique(local.begin(), local.end()), local.end());
+    std::vector<std::vector<int>> targets(local.size() - 1);
     for (int s : set) {
       for (const Nfa::Edge& e : nfa.edges[static_cast<size_t>(s)]) {
-        for (size_t c = byte_class[e.lo]; c <= byte_class[e.hi]; ++c) targets[c].push_back(e.to);
+        const size_t from = static_cast<size_t>(std::lower_bound(local.begin(), local.end(), int{e.lo}) - local.begin());
+        for (size_t c = from; local[c] <= e.hi; ++c) targets[c].push_back(e.to);
       }
     }
-    // Classes with the same edges out of this set share one closure.
-    std::map<std::vector<int>, int32_t> seen_here;
-    for (size_t c = 0; c < num_classes; ++c) {
+    const size_t row = table.size();
+    table.resize(row + num_classes, ByteDfa::kDead);
+    for (size_t c = 0; c + 1 < local.size(); ++c) {
       std::vector<int>& t = targets[c];
-      if (t.empty()) {
-        table.push_back(ByteDfa::kDead);
-        continue;
-      }
+      if (t.empty()) continue;
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
-      auto [here, fresh] = seen_here.try_emplace(t, 0);
-      if (!fresh) {
-        table.push_back(here->second);
-        t.clear();
-        continue;
-      }
       Closure(nfa, &t, &mark, ++stamp);
       work += static_cast<int64_t>(t.size());
       if (work > options.max_subset_work) {
@@ -274,9 +274,9 @@ StatusOr<ByteDfa> Determinize(const Nfa& nfa, int start, int accept, const Regex
       }
       auto [it, added] = ids.try_emplace(std::move(t), static_cast<int32_t>(sets.size()));
       if (added) sets.push_back(&it->first);
-      table.push_back(it->second);
-      here->second = it->second;
-      t.clear();
+      for (size_t k = byte_class[static_cast<size_t>(local[c])]; k <= byte_class[static_cast<size_t>(local[c + 1] - 1)]; ++k) {
+        table[row + k] = it->second;
+      }
     }
     accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
   }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -68,7 +69,6 @@ const Ranges kSpace = {{'\t', '\r'}, {' ', ' '},       {0xA0, 0xA0},     {0x1680
 const Ranges kAny = {{0, kMaxCodePoint}};
 const Ranges kDot = ComplementRanges({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
-
 class Parser {
  public:
   explicit Parser(std::string_view p) : p_(p) {}
@@ -116,8 +116,17 @@ class Parser {
 
   int Alternation() {
     std::vector<int> alts = {Concatenation()};
-    while (More() && Eat('|')) alts.push_back(Concatenation());
+    bool has_empty = IsEmpty(alts[0]);
+    while (More() && Eat('|')) {
+      const int alt = Concatenation();
+      if (IsEmpty(alt) && std::exchange(has_empty, true)) continue;  // a|||b is a|b|: one empty branch
+      alts.push_back(alt);
+    }
     return alts.size() == 1 ? alts[0] : Add({Node::kAlt, {}, alts});
+  }
+  bool IsEmpty(int node) const {
+    const Node& n = (*nodes_)[static_cast<size_t>(node)];
+    return n.kind == Node::kConcat && n.kids.empty();
   }
 
   int Concatenation() {
