@@ -96,6 +96,11 @@ bool ChatSessionStore::SaveToDisk(const ChatSession& s) {
   return st.ok();
 }
 
+bool ChatSessionStore::DiskReadPending(const ChatSession& s) {
+  if (config_.state == nullptr || !mover_.write) return false;
+  return !config_.state->Prefetch(kKind, Key(s.tenant, s.id), config_.state_identity);
+}
+
 bool ChatSessionStore::RestoreFromDisk(ChatSession* s) {
   if (config_.state == nullptr || s->has_cache || !mover_.write) return false;
   const auto start = std::chrono::steady_clock::now();

@@ -51,7 +51,7 @@ void ChatSessionStore::DropLruWhile(const std::function<bool()>& over_limit, con
   }
 }
 
-Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id, Sequence* seq) {
+Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id, Sequence* seq, bool wait_for_disk) {
   const std::string key = Key(tenant, id);
   auto it = sessions_.find(key);
   if (it == sessions_.end()) {
@@ -71,10 +71,12 @@ Status ChatSessionStore::Attach(const std::string& tenant, const std::string& id
   }
   ChatSession& s = it->second;
   if (s.in_use) return FailedPreconditionError("the chat session is busy with another request");
+  const bool on_disk_ready = s.has_cache || !DiskReadPending(s);
+  if (!on_disk_ready && wait_for_disk) return UnavailableError("the chat session's cache is being read from disk");
   s.in_use = true;
   s.last_used = Clock::now();
   seq->window = config_.window;
-  if (!s.has_cache && !RestoreFromDisk(&s)) return OkStatus();
+  if (!s.has_cache && (!on_disk_ready || !RestoreFromDisk(&s))) return OkStatus();
 
   HistoryReuse match;
   const int reuse = PlanReuse(s, *seq, &match);

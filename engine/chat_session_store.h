@@ -79,8 +79,11 @@ class ChatSessionStore {
   // (MatchHistory): the sequence's tokens become the history's, as generated, up to there, then
   // the rest of the prompt; `prompt_len` and `num_computed` follow. Fails
   // with FAILED_PRECONDITION if another request is using the session, RESOURCE_EXHAUSTED when
-  // every session slot is busy.
-  [[nodiscard]] Status Attach(const std::string& tenant, const std::string& id, Sequence* seq);
+  // every session slot is busy, and UNAVAILABLE while the session's cache is being read from
+  // the state directory (on its writer thread: the caller never waits for the disk; try again
+  // later) unless !wait_for_disk, which attaches at once without it (the turn recomputes).
+  [[nodiscard]] Status Attach(const std::string& tenant, const std::string& id, Sequence* seq,
+                              bool wait_for_disk = true);
   // Takes back the cache of `seq` (the session's request finished, failed or was aborted).
   void Detach(const std::string& tenant, const std::string& id, Sequence* seq);
   // Drops a session, frees its cache and removes its record on disk; false when unknown or in
@@ -117,6 +120,9 @@ class ChatSessionStore {
   // without one, or when it could not); reads it back into a session without a cache (false
   // when there is no valid record or no room: the turn recomputes).
   bool SaveToDisk(const ChatSession& s);
+  // Whether RestoreFromDisk would read the disk (a record not yet in memory): the read is then
+  // asked of the state directory's thread.
+  bool DiskReadPending(const ChatSession& s);
   bool RestoreFromDisk(ChatSession* s);
   // Removes tenant's record of session `id`; whether there was one.
   bool RemoveFromDisk(const std::string& tenant, const std::string& id);

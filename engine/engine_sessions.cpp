@@ -1,7 +1,8 @@
 // EngineCore: chat sessions on the engine thread: attaching a session request to its
 // session's cache (a turn whose session is busy waits up to session_busy_wait_seconds for it,
-// parked, unless it asked to run without it: session_if_free), and ending a session
-// (Engine::EndSession).
+// parked, unless it asked to run without it: session_if_free; a turn whose session's cache is
+// being read from the state directory waits parked for the read, which runs on the
+// directory's thread), and ending a session (Engine::EndSession).
 #include "engine/chat_session_store.h"
 #include "engine/engine_core.h"
 #include "engine/output_processor.h"
@@ -12,6 +13,7 @@ namespace kvserve {
 bool EngineCore::QueueSessionRequest(Request* r, bool may_wait) {
   Sequence* first = r->seqs[0].get();
   Status st = sessions_->Attach(r->params.tenant, r->params.session_id, first);
+  if (st.code() == StatusCode::kUnavailable) return false;  // read from disk meanwhile: parked
   const bool fits = static_cast<int64_t>(first->tokens.size()) + r->params.sampling.max_tokens <= max_model_len_;
   if (st.code() == StatusCode::kFailedPrecondition && r->params.session_if_free && fits) {
     r->params.session_id.clear();  // a fork of a busy conversation runs on its own

@@ -226,6 +226,7 @@ Status StateDir::Write(std::string_view kind, std::string_view key, std::string_
       return ResourceExhaustedError("the state writer is behind (over 512 MiB waiting); the record was not saved");
     }
     pending_bytes_ += static_cast<int64_t>(job->payload.size()) - replaced;
+    ForgetFetchedLocked(path);  // the write is newer
     // A record already waiting is replaced where it waits (only the newest state is written);
     // one being written now is queued again.
     if (it == pending_.end() || path == in_flight_) queue_.push_back(path);
@@ -245,7 +246,22 @@ void StateDir::DropPendingLocked(const std::string& path) {
 void StateDir::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !stale_.empty(); });
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !stale_.empty() || !reads_.empty(); });
+    if (!reads_.empty() && !stop_) {  // a reader waits for these
+      Fetch fetch = std::move(reads_.front());
+      reads_.pop_front();
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> io(io_mu_);
+        fetch.payload = ReadFile(fetch.path, fetch.key, fetch.identity);
+      }
+      lock.lock();
+      fetching_.erase(fetch.path);
+      // A write or removal since is newer than what was read.
+      if (!pending_.contains(fetch.path) && !removing_.contains(fetch.path)) KeepFetchedLocked(std::move(fetch));
+      idle_cv_.notify_all();
+      continue;
+    }
     if (!stale_.empty()) {
       std::vector<std::string> stale;
       stale.swap(stale_);
@@ -341,24 +357,77 @@ StatusOr<int64_t> StateDir::WriteFile(const Job& job, const std::string& path) {
   return static_cast<int64_t>(head.size() + job.payload.size() + checksum.size());
 }
 
+std::optional<std::optional<std::string>> StateDir::AnswerLocked(const std::string& path, std::string_view key,
+                                                                std::string_view identity) {
+  // A record still waiting for the writer is the newest.
+  if (const auto it = pending_.find(path); it != pending_.end()) {
+    const Job& job = *it->second;
+    if (job.key != key || job.identity != identity) return std::optional<std::string>();
+    return std::optional<std::string>(job.payload);
+  }
+  if (const auto it = fetched_.find(path); it != fetched_.end()) {
+    Fetch fetch = std::move(it->second);
+    ForgetFetchedLocked(path);
+    if (fetch.key == key && fetch.identity == identity) return std::move(fetch.payload);
+  }
+  if (!records_.contains(path) || removing_.contains(path)) return std::optional<std::string>();  // the index knows all
+  return std::nullopt;
+}
+
 std::optional<std::string> StateDir::Read(std::string_view kind, std::string_view key, std::string_view identity) {
   const std::string path = PathOf(kind, key);
   {
-    // A record still waiting for the writer is the newest: answered from memory.
     std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = pending_.find(path); it != pending_.end()) {
-      const Job& job = *it->second;
-      if (job.key != key || job.identity != identity) return std::nullopt;
-      return job.payload;
-    }
+    if (auto answer = AnswerLocked(path, key, identity)) return *std::move(answer);
   }
   std::lock_guard<std::mutex> io(io_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (const auto it = pending_.find(path); it != pending_.end()) {  // written in between: still the newest
-    if (it->second->key != key || it->second->identity != identity) return std::nullopt;
-    return it->second->payload;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto answer = AnswerLocked(path, key, identity)) return *std::move(answer);  // written in between
   }
-  if (!records_.contains(path) || removing_.contains(path)) return std::nullopt;  // the index knows every record
+  return ReadFile(path, key, identity);
+}
+
+bool StateDir::Prefetch(std::string_view kind, std::string_view key, std::string_view identity) {
+  const std::string path = PathOf(kind, key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_.contains(path) || fetched_.contains(path) || !records_.contains(path) || removing_.contains(path)) {
+    return true;
+  }
+  if (fetching_.insert(path).second) {
+    reads_.push_back({path, std::string(key), std::string(identity), std::nullopt});
+    cv_.notify_all();
+  }
+  return false;
+}
+
+void StateDir::KeepFetchedLocked(Fetch fetch) {
+  ForgetFetchedLocked(fetch.path);
+  const std::string path = fetch.path;
+  fetched_bytes_ += fetch.payload ? static_cast<int64_t>(fetch.payload->size()) : 0;
+  fetched_.emplace(path, std::move(fetch));
+  fetched_order_.push_back(path);
+  while (fetched_bytes_ > kMaxPendingBytes && fetched_order_.size() > 1) {
+    const std::string oldest = std::move(fetched_order_.front());
+    fetched_order_.pop_front();
+    if (oldest != path) ForgetFetchedLocked(oldest);  // its reader reads the disk itself
+  }
+}
+
+void StateDir::ForgetFetchedLocked(const std::string& path) {
+  const auto it = fetched_.find(path);
+  if (it == fetched_.end()) return;
+  fetched_bytes_ -= it->second.payload ? static_cast<int64_t>(it->second.payload->size()) : 0;
+  fetched_.erase(it);
+  if (fetched_.empty()) fetched_order_.clear();
+}
+
+std::optional<std::string> StateDir::ReadFile(const std::string& path, std::string_view key, std::string_view identity) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!records_.contains(path) || removing_.contains(path)) return std::nullopt;
+  }
+  // The file is read and checked without mu_: writes (the engine thread's) queue meanwhile.
   std::string data;
   {
     // Regular files only: a FIFO, device or directory placed at a record's path must neither
@@ -369,6 +438,7 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
     if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > cap) {
       if (fd >= 0) ::close(fd);
       LOG_WARN("state file {} ignored: not a regular file of at most {} bytes", path, cap);
+      std::lock_guard<std::mutex> lock(mu_);
       UnindexLocked(path);
       return std::nullopt;
     }
@@ -386,6 +456,7 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
   }
   auto reject = [&](const char* why) -> std::optional<std::string> {
     LOG_WARN("state file {} ignored and removed: {}", path, why);
+    std::lock_guard<std::mutex> lock(mu_);
     RemoveLocked(path);
     return std::nullopt;
   };
@@ -415,7 +486,10 @@ std::optional<std::string> StateDir::Read(std::string_view kind, std::string_vie
   std::memcpy(&payload_len, data.data() + at, sizeof(payload_len));
   at += sizeof(payload_len);
   if (payload_len != data.size() - at - kHashBytes) return reject("bad payload length");
-  IndexLocked(path, static_cast<int64_t>(data.size()));  // now the most recently used
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    IndexLocked(path, static_cast<int64_t>(data.size()));  // now the most recently used
+  }
   data.resize(data.size() - kHashBytes);
   data.erase(0, at);
   return data;
@@ -434,6 +508,7 @@ void StateDir::RemoveLaterLocked(const std::string& path) {
   // The file goes on the writer thread, after any write of it in flight; until then Read
   // treats it as gone.
   DropPendingLocked(path);
+  ForgetFetchedLocked(path);
   removing_.insert(path);
   stale_.push_back(path);
 }

@@ -22,8 +22,9 @@
 // order from the mtime, which a read touches), and after each write the least recently used
 // go until the records fit in `max_bytes`, without rescanning the directory.
 //
-// Writes happen on the directory's own writer thread (Write queues; Read sees what is queued);
-// reads and removals on the caller's. Thread-safe.
+// Writes happen on the directory's own writer thread (Write queues; Read sees what is queued),
+// and so do reads ahead (Prefetch: a caller that must not wait for the disk, the engine thread,
+// asks first and reads once the record is in memory); other reads on the caller's. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -68,8 +69,13 @@ class StateDir {
   [[nodiscard]] Status Write(std::string_view kind, std::string_view key, std::string_view identity,
                              std::string payload);
   // The payload of `key`, or nullopt when there is none or it is not valid (warned, removed).
-  // Reads the disk on the caller's thread.
+  // Reads the disk on the caller's thread unless Prefetch said it need not.
   std::optional<std::string> Read(std::string_view kind, std::string_view key, std::string_view identity);
+  // True when Read of `key` would answer now without the disk (a queued write of it, a record
+  // read ahead, or no record at all). Otherwise the writer thread reads it ahead (once; before
+  // the writes waiting), and it is false until then. Records read ahead and not yet Read wait
+  // in memory, at most kMaxPendingBytes in all (the oldest go).
+  bool Prefetch(std::string_view kind, std::string_view key, std::string_view identity);
   // Whether there was a record (queued or on disk). Read finds none from now on; the file goes
   // on the writer thread (after a write of it in flight), the directory fsynced.
   bool Remove(std::string_view kind, std::string_view key);
@@ -103,6 +109,19 @@ class StateDir {
   // size. REQUIRES: io_mu_ held.
   StatusOr<int64_t> WriteFile(const Job& job, const std::string& path);
   void DropPendingLocked(const std::string& path);
+  // Reads and checks the record file (an invalid one warned and removed): its payload.
+  // REQUIRES: io_mu_ held, mu_ not.
+  std::optional<std::string> ReadFile(const std::string& path, std::string_view key, std::string_view identity);
+  // What Read answers from memory: a queued write, a record read ahead (taken), or none (no
+  // record); nullopt when the file must be read.
+  std::optional<std::optional<std::string>> AnswerLocked(const std::string& path, std::string_view key,
+                                                         std::string_view identity);
+  struct Fetch {
+    std::string path, key, identity;
+    std::optional<std::string> payload;  // read ahead: the record, or none (absent, invalid)
+  };
+  void KeepFetchedLocked(Fetch fetch);
+  void ForgetFetchedLocked(const std::string& path);
   // Drops a queued write of `path` and queues the removal of its file.
   void RemoveLaterLocked(const std::string& path);
 
@@ -126,6 +145,11 @@ class StateDir {
   std::vector<std::string> stale_;   // records to remove (Remove, or replaced by a write over the bound)
   std::set<std::string> removing_;   // in stale_, not yet removed: Read treats them as gone
   std::string in_flight_;            // the path being written, "" when none
+  std::deque<Fetch> reads_;                        // Prefetch: to read ahead, before the writes
+  std::set<std::string> fetching_;                 // their paths, until they are kept
+  std::unordered_map<std::string, Fetch> fetched_;  // read ahead, by path, until Read takes them
+  std::deque<std::string> fetched_order_;          // oldest first (paths taken since are skipped)
+  int64_t fetched_bytes_ = 0;
   int64_t pending_bytes_ = 0;
   bool stop_ = false;
   bool writer_stopped_ = false;

@@ -8,7 +8,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/state_dir.h"
@@ -109,6 +112,44 @@ TEST(StateDirFilesTest, ARecordPathThatIsNotARegularFileIsIgnored) {
     EXPECT_EQ((*state)->Read("sessions", what, kId), std::nullopt) << what;
     fs::remove_all(p);
   }
+}
+
+// The engine thread must not wait for the disk (issue 54, item 1): Prefetch has the writer
+// thread read a record into memory, and Read then answers without the disk. The proof: the
+// file is gone by the time Read runs, and Read still has the payload.
+TEST(StateDirFilesTest, APrefetchedRecordIsReadFromMemory) {
+  ScratchDir dir;
+  {
+    auto state = StateDir::Open(dir.path.string(), 0);
+    ASSERT_TRUE(state.ok());
+    ASSERT_TRUE((*state)->Write("sessions", "t\nchat", kId, std::string(1 << 20, 'k')).ok());
+  }  // landed on disk
+  auto state = StateDir::Open(dir.path.string(), 0);
+  ASSERT_TRUE(state.ok());
+  StateDir& d = **state;
+  EXPECT_TRUE(d.Prefetch("sessions", "t\nnone", kId));  // no record: nothing to read
+  EXPECT_FALSE(d.Read("sessions", "t\nnone", kId));
+  bool ready = d.Prefetch("sessions", "t\nchat", kId);
+  EXPECT_FALSE(ready);  // on disk only: the writer thread reads it
+  for (int i = 0; i < 1000 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ready = d.Prefetch("sessions", "t\nchat", kId);
+  }
+  ASSERT_TRUE(ready);
+  for (const fs::path& f : RecordFiles(dir.path)) fs::remove(f);
+  const std::optional<std::string> payload = d.Read("sessions", "t\nchat", kId);
+  ASSERT_TRUE(payload.has_value());
+  EXPECT_EQ(*payload, std::string(1 << 20, 'k'));
+  // Taken: a read ahead is used once, then the index (the file is gone) answers.
+  EXPECT_FALSE(d.Read("sessions", "t\nchat", kId).has_value());
+  // A write after a read ahead is newer: Read answers with the write.
+  ASSERT_TRUE(d.Write("sessions", "t\nnew", kId, "first").ok());
+  d.Flush();
+  auto reopened = StateDir::Open(dir.path.string(), 0);
+  ASSERT_TRUE(reopened.ok());
+  while (!(*reopened)->Prefetch("sessions", "t\nnew", kId)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE((*reopened)->Write("sessions", "t\nnew", kId, "second").ok());
+  EXPECT_EQ((*reopened)->Read("sessions", "t\nnew", kId).value_or(""), "second");
 }
 
 }  // namespace state_dir_test
