@@ -6,14 +6,16 @@
 //              kv_host_blocks{state=used|free}, tokens_per_second,
 //              requests{state=running|waiting|swapped}, chat_sessions, batch_tokens,
 //              batch_sequences, engine_healthy, info{model,kv_dtype,block_size,backend} = 1,
-//              grammar_cache_bytes, grammar_shared_mask_bytes, grammar_compiling
+//              grammar_cache_bytes, grammar_shared_mask_bytes, grammar_compiling,
+//              state_bytes (with --state-dir)
 //   counters   prompt_tokens_total, generation_tokens_total, preemptions_total,
 //              kv_evictions_total{reason=window|prefix_lru|session|preemption} (blocks),
 //              prefix_cache_queries_total, prefix_cache_hits_total,
 //              prefix_cache_query_tokens_total, prefix_cache_hit_tokens_total,
 //              kv_swapped_blocks_total{direction=out|in}, engine_steps_total,
 //              forward_errors_total, requests_total{status=ok|aborted|error|rejected},
-//              grammar_compiles_total{result=compiled|cached|error}, grammar_forced_tokens_total
+//              grammar_compiles_total{result=compiled|cached|error}, grammar_forced_tokens_total,
+//              responses_not_stored_total, state_write_failures_total (with --state-dir)
 //   histograms time_to_first_token_seconds, inter_token_latency_seconds,
 //              request_duration_seconds, step_duration_seconds,
 //              grammar_compile_seconds, grammar_mask_seconds
@@ -30,6 +32,7 @@
 #include <utility>
 
 #include "cache/kv_spec.h"
+#include "engine/state_dir.h"
 
 namespace kvserve {
 namespace {
@@ -233,6 +236,14 @@ std::vector<MetricFamily> EngineMetricsCollector::Collect() const {
 
   const int block_size = c.block_size > 0 ? c.block_size : config.kv.block_size;
   AddModelServerProtocol(s, ctx.model_id, block_size, config.num_blocks, &out);
+  out.Counter("responses_not_stored_total", "Responses API responses asked to be stored that were not (answered "
+              "with \"store\": false: the state directory failing or full, the byte bounds, deleted while streaming).",
+              static_cast<double>(ctx.responses_not_stored.load()));
+  if (ctx.state != nullptr) {
+    out.Counter("state_write_failures_total", "Records --state-dir failed to write (a full or read-only disk).",
+                static_cast<double>(ctx.state->write_failures()));
+    out.Gauge("state_bytes", "Bytes of the records in --state-dir.", static_cast<double>(ctx.state->used_bytes()));
+  }
   if (ctx.kv_events != nullptr) {
     out.Counter("kv_events_published_total", "KV-event batches published (--kv-events-endpoint), one per engine "
                 "step that changed the prefix cache.", static_cast<double>(ctx.kv_events->batches_published.load()));

@@ -71,6 +71,9 @@ struct ServerContext {
   // long) — counted by the builder. Once per refused request, never for auth failures; the
   // metrics module exports it as kvserve_requests_total{status="rejected"}.
   std::atomic<int64_t> requests_rejected{0};
+  // Responses asked to be stored ("store": true) that were not (a full or failing --state-dir,
+  // over the byte bounds, deleted while they streamed): answered with "store": false.
+  std::atomic<int64_t> responses_not_stored{0};
 
   void CountRejected() { requests_rejected.fetch_add(1, std::memory_order_relaxed); }
 

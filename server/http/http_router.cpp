@@ -130,7 +130,9 @@ HttpRouter::HttpRouter(ServerContext* ctx)
     : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx), created_(UnixNow()),
       label_key_((static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}()),
       responses_(std::make_shared<ResponseStore>(
-          ResponseStoreLimits{ctx->options.responses_max_bytes, ctx->options.responses_max_bytes_per_key}, ctx->state.get())) {}
+          ResponseStoreLimits{ctx->options.responses_max_bytes, ctx->options.responses_max_bytes_per_key,
+                              &ctx->responses_not_stored},
+          ctx->state.get())) {}
 
 std::string HttpRouter::RandomId(std::string_view prefix) {
   std::array<unsigned char, 16> bits;

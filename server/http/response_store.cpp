@@ -72,7 +72,7 @@ void ResponseStore::Begin(const std::string& tenant, const std::string& id, cons
 bool ResponseStore::WillStore(const std::string& tenant, const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   const bool ok = !deleted_.contains(Key(tenant, id)) && (disk_ == nullptr || disk_->writing());
-  if (!ok) ++not_stored_;
+  if (!ok) CountNotStoredLocked();
   return ok;
 }
 
@@ -90,7 +90,7 @@ void ResponseStore::Put(StoredResponse response) {
   if (deleted_.erase(key) > 0) return;  // deleted while it ran: never stored
   if (disk_ != nullptr) {
     if (Status st = disk_->Write(kDiskKind, key, DiskIdentity(), ToDisk(response)); !st.ok()) {
-      ++not_stored_;
+      CountNotStoredLocked();
       LOG_WARN("a stored response was not written to the state directory: {}", st.message());
     }
   }
@@ -196,6 +196,11 @@ int64_t ResponseStore::bytes_of(const std::string& tenant) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = tenant_bytes_.find(tenant);
   return it == tenant_bytes_.end() ? 0 : it->second;
+}
+
+void ResponseStore::CountNotStoredLocked() {
+  ++not_stored_;
+  if (limits_.not_stored_total != nullptr) limits_.not_stored_total->fetch_add(1, std::memory_order_relaxed);
 }
 
 int64_t ResponseStore::not_stored() const {

@@ -18,6 +18,7 @@
 // outside it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -48,6 +49,8 @@ struct StoredResponse {
 struct ResponseStoreLimits {
   int64_t max_bytes = int64_t{256} << 20;
   int64_t max_bytes_per_key = int64_t{64} << 20;
+  // Also counts the responses not stored here (for /metrics; null: only not_stored()).
+  std::atomic<int64_t>* not_stored_total = nullptr;
 };
 
 class ResponseStore {
@@ -100,6 +103,7 @@ class ResponseStore {
   std::set<std::string> deleted_;   // keys deleted while they ran
   int64_t bytes_ = 0;
   int64_t not_stored_ = 0;
+  void CountNotStoredLocked();
 };
 
 }  // namespace kvserve

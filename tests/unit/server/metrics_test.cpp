@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/state_dir.h"
 #include "server/api/metrics.h"
 #include "tests/unit/engine/engine_test_util.h"
 
@@ -117,6 +119,10 @@ TEST_F(MetricsTest, EveryMetricIsExposedWithItsType) {
       {"kvserve_grammar_forced_tokens_total", "counter"},
       {"kvserve_grammar_compile_seconds", "histogram"},
       {"kvserve_grammar_mask_seconds", "histogram"},
+      {"kvserve_grammar_cache_bytes", "gauge"},
+      {"kvserve_grammar_shared_mask_bytes", "gauge"},
+      {"kvserve_grammar_compiling", "gauge"},
+      {"kvserve_responses_not_stored_total", "counter"},
   };
   for (const auto& [name, type] : expected) {
     EXPECT_NE(text.find("# TYPE " + name + " " + type + "\n"), std::string::npos) << name << " " << type;
@@ -196,6 +202,24 @@ TEST_F(MetricsTest, PromtoolAcceptsTheExposition) {
                                "should not contain ':'$\"");
   EXPECT_EQ(r.output, "") << r.output;
   EXPECT_NE(SerializeMetrics(ctx_).find("vllm:num_requests_waiting{model_name="), std::string::npos);
+}
+
+// With --state-dir: its write failures and size (a full or read-only disk loses what it
+// promised to keep: D10's operators need to see it).
+TEST_F(MetricsTest, TheStateDirectoryIsExposed) {
+  const std::string dir = ::testing::TempDir() + "kvserve-metrics-state-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  StatusOr<std::unique_ptr<StateDir>> state = StateDir::Open(dir, 0);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ctx_.state = std::move(state).value();
+  ASSERT_TRUE(ctx_.state->Write("sessions", "k\ns", std::string(32, 'i'), std::string(1000, 'x')).ok());
+  ctx_.state->Flush();
+  const std::string text = SerializeMetrics(ctx_);
+  EXPECT_NE(text.find("# TYPE kvserve_state_write_failures_total counter\n"), std::string::npos);
+  EXPECT_EQ(Sample(text, "kvserve_state_write_failures_total"), 0);
+  EXPECT_GT(Sample(text, "kvserve_state_bytes"), 1000);
+  ctx_.state.reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MetricsNoEngineTest, SerializesWithoutAnEngine) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -118,7 +119,8 @@ TEST(ResponseStoreTest, AStateDirectoryThatCannotWriteIsSaidAndCounted) {
   ASSERT_TRUE(disk.ok());
   fs::remove_all(dir.path / "responses");
   std::ofstream(dir.path / "responses") << "a file where the records' directory goes";
-  ResponseStore store({}, disk->get());
+  std::atomic<int64_t> exported{0};  // kvserve_responses_not_stored_total
+  ResponseStore store({.not_stored_total = &exported}, disk->get());
   store.Begin("k", "r1", "responses:r1");
   ASSERT_TRUE(store.WillStore("k", "r1"));  // nothing has failed yet
   store.Put(Response("k", "r1", "", "one"));
@@ -128,6 +130,7 @@ TEST(ResponseStoreTest, AStateDirectoryThatCannotWriteIsSaidAndCounted) {
   store.Begin("k", "r2", "responses:r2");
   EXPECT_FALSE(store.WillStore("k", "r2"));
   EXPECT_EQ(store.not_stored(), 1);
+  EXPECT_EQ(exported.load(), 1);
 }
 
 }  // namespace response_store_test
