@@ -148,25 +148,6 @@ StructuredOutputSpec ToolCallSpec(ToolFormat format, const ToolRequest& request)
   return spec;
 }
 
-int ToolCallParser::JsonNesting::Step(char ch) {
-  if (in_string) {
-    if (escaped) {
-      escaped = false;
-    } else if (ch == '\\') {
-      escaped = true;
-    } else if (ch == '"') {
-      in_string = false;
-    }
-  } else if (ch == '"') {
-    in_string = true;
-  } else if (ch == '{' || ch == '[') {
-    ++depth;
-  } else if (ch == '}' || ch == ']') {
-    --depth;
-  }
-  return depth;
-}
-
 ToolCallParser::ToolCallParser(ToolFormat format) : format_(format), rng_(std::random_device{}()) {}
 
 std::string ToolCallParser::NewId() {

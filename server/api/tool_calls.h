@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "engine/grammar/output_spec.h"
 #include "engine/tokenizer/chat_template.h"
+#include "server/api/json_nesting.h"
 
 namespace kvserve {
 
@@ -110,12 +111,7 @@ class ToolCallParser {
   std::string call_text_;  // the raw text of the calls being parsed (for Fail)
   ToolCall current_;
   // The nesting of the JSON text read: the arguments', then the call object's after them.
-  struct JsonNesting {
-    int depth = 0;
-    bool in_string = false;
-    bool escaped = false;
-    int Step(char ch);  // the depth after `ch` (strings skipped)
-  } nesting_;
+  JsonNesting nesting_;
   bool in_list_ = false;   // mistral: inside [TOOL_CALLS] [...]
   std::vector<ToolCall> calls_;
   std::string content_;

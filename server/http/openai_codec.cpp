@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "server/api/json_nesting.h"
 #include "server/http/openai_tools.h"
 
 namespace kvserve {
@@ -86,31 +87,6 @@ class FieldReader {
   bool ok_ = true;
 };
 
-// Deepest nesting of arrays and objects in `body` (strings skipped); stops counting once over
-// `limit`.
-int JsonDepth(std::string_view body, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 bool ParseObject(std::string_view body, json* out, ApiError* error) {
   if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
