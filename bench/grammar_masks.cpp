@@ -1,4 +1,4 @@
-// bench_grammar_masks: the time of one token mask (TokenTrie::DfaMask) over a real vocabulary
+// bench_grammar_masks: the time of one token mask (tests/reference/dfa_mask.h) over a real vocabulary
 // for regex constraints at states that allow many tokens (inside a JSON string: most of the
 // vocabulary) and few (a number, a choice), against checking each token's bytes on its own
 // (what a mask costs without the trie), and a mask served by DfaMaskCache once its state was
@@ -13,6 +13,7 @@
 
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
+#include "tests/reference/dfa_mask.h"
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_vocab.h"
 
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
       }
       const int32_t state = dfa->Walk(dfa->start, c.prefix);
       int allowed = 0;
-      const double mask_us = MedianUs(51, [&] { allowed = trie.DfaMask(*dfa, state).Count(); });
+      const double mask_us = MedianUs(51, [&] { allowed = DfaMask(trie, *dfa, state).Count(); });
       const double each_us = MedianUs(5, [&] {
         TokenMask m(trie.vocab_size());
         for (int32_t id = 0; id < trie.vocab_size(); ++id) {

@@ -96,28 +96,4 @@ uint8_t TokenTrie::Utf8Step(uint8_t state, uint8_t b) {
   }
 }
 
-TokenMask TokenTrie::DfaMask(const ByteDfa& dfa, int32_t state) const {
-  TokenMask mask(vocab_size_);
-  if (state < 0) return mask;
-  // states[d]: the DFA state after the first d bytes of the current path.
-  std::vector<int32_t> states(static_cast<size_t>(max_depth_) + 1);
-  states[0] = state;
-  const auto n = static_cast<int32_t>(nodes_.size());
-  for (int32_t i = 1; i < n;) {
-    const Node& node = nodes_[static_cast<size_t>(i)];
-    const int32_t s = dfa.Step(states[node.depth - 1u], node.byte);
-    if (s < 0) {
-      i = node.end;  // no token below this prefix can match
-      continue;
-    }
-    states[node.depth] = s;
-    for (int32_t t = node.tokens_begin; t < node.tokens_end; ++t) mask.Set(node_tokens_[static_cast<size_t>(t)]);
-    ++i;
-  }
-  if (dfa.Accepts(state)) {
-    for (int32_t id : eog_) mask.Set(id);
-  }
-  return mask;
-}
-
 }  // namespace kvserve

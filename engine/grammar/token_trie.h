@@ -13,12 +13,10 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "engine/grammar/regex.h"
 #include "engine/grammar/token_mask.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -65,10 +63,6 @@ class TokenTrie {
     return {node_tokens_.data() + n.tokens_begin, static_cast<size_t>(n.tokens_end - n.tokens_begin)};
   }
 
-  // The tokens whose bytes keep `dfa` alive from `state` (each is the prefix of a match), plus
-  // the end-of-generation tokens when `state` accepts. Nothing when `state` is dead.
-  TokenMask DfaMask(const ByteDfa& dfa, int32_t state) const;
-
  private:
   int32_t vocab_size_;
   std::vector<std::string> bytes_;  // [token]
@@ -81,26 +75,6 @@ class TokenTrie {
   std::vector<uint16_t> height_;      // [node]
   std::vector<int32_t> node_tokens_;
   int max_depth_ = 0;               // the longest token's bytes
-};
-
-// The masks of one automaton, each computed once: a DFA state's mask depends on the state
-// alone (the vocabulary is fixed), so a constraint that stays in a few states (the inside of
-// a JSON string) pays the walk once. Not thread-safe; `trie` and `dfa` must outlive it.
-class DfaMaskCache {
- public:
-  DfaMaskCache(const TokenTrie* trie, const ByteDfa* dfa)
-      : trie_(trie), dfa_(dfa), masks_(static_cast<size_t>(dfa->num_states())) {}
-  // REQUIRES: state is a live state of the automaton.
-  const TokenMask& Mask(int32_t state) {
-    std::optional<TokenMask>& m = masks_[static_cast<size_t>(state)];
-    if (!m) m = trie_->DfaMask(*dfa_, state);
-    return *m;
-  }
-
- private:
-  const TokenTrie* trie_;
-  const ByteDfa* dfa_;
-  std::vector<std::optional<TokenMask>> masks_;
 };
 
 }  // namespace kvserve

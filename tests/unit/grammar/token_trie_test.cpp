@@ -1,6 +1,7 @@
-// TokenTrie::DfaMask against the definition, token by token (a token is allowed when its bytes
-// keep the automaton alive; end-of-generation only where it accepts), on real vocabularies
-// from ../shared/tokenizer: SentencePiece with byte tokens, byte-level BPE, a 102k one.
+// The token trie, through DfaMask (tests/reference/dfa_mask.h), against the definition, token
+// by token (a token is allowed when its bytes keep the automaton alive; end-of-generation only
+// where it accepts), on real vocabularies from ../shared/tokenizer: SentencePiece with byte
+// tokens, byte-level BPE, a 102k one.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
+#include "tests/reference/dfa_mask.h"
 #include "tests/shared_tokenizer.h"
 
 namespace kvserve {
@@ -52,7 +54,7 @@ TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
       SCOPED_TRACE(std::string(pattern) + " after \"" + prefix + "\"");
       const int32_t state = dfa->Walk(dfa->start, prefix);
       ASSERT_GE(state, 0);
-      const TokenMask mask = trie.DfaMask(*dfa, state);
+      const TokenMask mask = DfaMask(trie, *dfa, state);
       EXPECT_EQ(mask, Reference(trie, *dfa, state)) << mask.Count() << " tokens vs "
                                                     << Reference(trie, *dfa, state).Count();
       EXPECT_GT(mask.Count(), 0);
@@ -61,7 +63,7 @@ TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
       for (int32_t eog : trie.eog_tokens()) EXPECT_EQ(mask.Test(eog), dfa->Accepts(state));
     }
   }
-  EXPECT_EQ(trie.DfaMask(ChoiceDfa({}), ByteDfa::kDead).Count(), 0);
+  EXPECT_EQ(DfaMask(trie, ChoiceDfa({}), ByteDfa::kDead).Count(), 0);
 }
 
 TEST_P(TokenTrieTest, GrammarMasksAreTheTokensTheRecognizerCanConsume) {
