@@ -71,6 +71,12 @@ std::unique_ptr<Tokenizer> MakeBpeTokenizer(const std::string& pre) {
   return std::move(t).value();
 }
 
+std::unique_ptr<Tokenizer> MemoryTokenizer(std::string_view name) {
+  if (name == "memory-spm") return MakeSpmTokenizer();
+  if (name == "memory-bpe") return MakeBpeTokenizer("gpt-2");
+  return nullptr;
+}
+
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {

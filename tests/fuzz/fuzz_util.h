@@ -1,5 +1,5 @@
 // Helpers shared by the fuzz targets (tests/fuzz/*_fuzzer.cpp): small vocabularies built in
-// memory (so the targets need no files), and FUZZ_CHECK, which aborts so that libFuzzer (or
+// memory (so the targets, and unit tests that need no real vocabulary, need no files), and FUZZ_CHECK, which aborts so that libFuzzer (or
 // the replay driver) reports the input.
 #pragma once
 
@@ -31,6 +31,10 @@ std::unique_ptr<Tokenizer> MakeSpmTokenizer(int size = 512);
 // letter pairs, a control token <|endoftext|> (EOS) and a user-defined token <|im_start|>.
 // `pre` is the pre-tokenizer name (e.g. "gpt-2", "llama3").
 std::unique_ptr<Tokenizer> MakeBpeTokenizer(const std::string& pre);
+
+// "memory-spm" (MakeSpmTokenizer) or "memory-bpe" (MakeBpeTokenizer with GPT-2's
+// pre-tokenizer); null for any other name (a real vocabulary's, from ../shared).
+std::unique_ptr<Tokenizer> MemoryTokenizer(std::string_view name);
 
 // Valid UTF-8?
 bool IsValidUtf8(std::string_view s);

@@ -7,11 +7,12 @@
 #include <memory>
 #include <string>
 
-#include "tests/reference/earley.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/regex.h"
 #include "engine/grammar/token_trie.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "tests/reference/dfa_mask.h"
+#include "tests/reference/earley.h"
 #include "tests/shared_tokenizer.h"
 
 namespace kvserve {
@@ -33,8 +34,11 @@ TokenMask Reference(const TokenTrie& trie, const ByteDfa& dfa, int32_t state) {
 class TokenTrieTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
-  REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
-  std::unique_ptr<Tokenizer> tok = testing::LoadSharedTokenizer(GetParam());
+  std::unique_ptr<Tokenizer> tok = fuzz::MemoryTokenizer(GetParam());
+  if (tok == nullptr) {
+    REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
+    tok = testing::LoadSharedTokenizer(GetParam());
+  }
   ASSERT_NE(tok, nullptr);
   const TokenTrie trie(*tok);
   ASSERT_GT(trie.num_nodes(), trie.vocab_size() / 2);
@@ -67,8 +71,11 @@ TEST_P(TokenTrieTest, DfaMasksAreTheTokensThatKeepTheAutomatonAlive) {
 }
 
 TEST_P(TokenTrieTest, GrammarMasksAreTheTokensTheRecognizerCanConsume) {
-  REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
-  std::unique_ptr<Tokenizer> tok = testing::LoadSharedTokenizer(GetParam());
+  std::unique_ptr<Tokenizer> tok = fuzz::MemoryTokenizer(GetParam());
+  if (tok == nullptr) {
+    REQUIRE_SHARED_FILE(std::string("tokenizer/ggml-vocab-") + GetParam() + ".gguf");
+    tok = testing::LoadSharedTokenizer(GetParam());
+  }
   ASSERT_NE(tok, nullptr);
   const TokenTrie trie(*tok);
   StatusOr<Grammar> g = ParseGbnf(R"g(
@@ -98,7 +105,8 @@ ws     ::= [ \n]{0,2}
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenTrieTest, ::testing::Values("llama-spm", "gpt-2", "deepseek-llm"),
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenTrieTest,
+                         ::testing::Values("memory-spm", "memory-bpe", "llama-spm", "gpt-2", "deepseek-llm"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::erase(name, '-');
