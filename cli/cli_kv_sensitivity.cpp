@@ -8,6 +8,7 @@
 
 #include "tools/kv_sensitivity/kv_sensitivity.h"
 #include "cli/cli.h"
+#include "cli/engine_options.h"
 
 namespace kvserve::cli {
 namespace kv_sensitivity_command {
@@ -16,7 +17,7 @@ constexpr char kCommand[] = "kv-sensitivity";
 
 struct SensitivityOptions {
   std::string model = "synthetic:tiny";
-  std::string kv_dtype = "int4";
+  std::string kv_dtype = "int4c";
   std::string text_file;
   int tokens = 256;
 };
@@ -24,7 +25,7 @@ struct SensitivityOptions {
 int RunSensitivity(const SensitivityOptions& o) {
   const std::optional<KvDtype> dtype = ParseKvDtype(o.kv_dtype);
   if (!dtype || !IsQuantized(*dtype)) {
-    return ReportError(kCommand, "--kv-dtype must be int8, int4 or int4c", kExitUsageError);
+    return ReportError(kCommand, "--kv-dtype must be int8 or int4c", kExitUsageError);
   }
   std::string text;
   if (!o.text_file.empty()) {
@@ -50,7 +51,9 @@ void RegisterKvSensitivityCommand(CommandRegistry& registry) {
   CLI::App* sub = registry.Add(kCommand, "Which layers lose most when their KV cache is quantized",
                                [options] { return RunSensitivity(*options); });
   sub->add_option("-m,--model", options->model, "GGUF file or synthetic:<preset>[:<dtype>]");
-  sub->add_option("--kv-dtype", options->kv_dtype, "Quantized type to test: int8, int4 or int4c");
+  sub->add_option("--kv-dtype", options->kv_dtype, "Quantized type to test: int8 or int4c")
+      ->check(KvDtypeCheck({"int8", "int4c"}))
+      ->capture_default_str();
   sub->add_option("--text", options->text_file, "Sample text file (default: built-in English text)");
   sub->add_option("--tokens", options->tokens, "Tokens of sample text to use")->check(CLI::Range(8, 1 << 20));
 }

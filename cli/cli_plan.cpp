@@ -89,7 +89,9 @@ int RunPlan(const PlanOptions& o) {
   c.context_tokens = o.ctx;
   std::vector<KvDtype> dtypes;
   if (o.kv_dtype == "all") {
-    dtypes.assign(AllKvDtypes().begin(), AllKvDtypes().end());
+    for (KvDtype d : AllKvDtypes()) {
+      if (d != KvDtype::kInt4) dtypes.push_back(d);  // not offered (KvDtypeCheck)
+    }
   } else if (std::optional<KvDtype> d = ParseKvDtype(o.kv_dtype)) {
     dtypes = {*d};
     c.kv.dtype = *d;
@@ -157,14 +159,15 @@ void RegisterPlanCommand(CommandRegistry& registry) {
   sub->add_option("--memory", options->memory, "Memory for the server, e.g. 40GiB, 80GB, 24G")->required();
   sub->add_option("--reserve", options->reserve, "Memory kept for activations and runtime, e.g. 2GiB");
   sub->add_option("--ctx", options->ctx, "Tokens per sequence")->check(CLI::PositiveNumber);
-  sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4, int4c");
+  sub->add_option("--kv-dtype", options->kv_dtype, "all, or one of f32, f16, bf16, int8, int4c")
+      ->check(KvDtypeCheck({"all", "f32", "f16", "bf16", "int8", "int4c"}));
   sub->add_option("--kv-keep", options->kv_keep, "Layered precision row: layers=0,1 or heads=L:H,... kept at --kv-keep-dtype");
   sub->add_option("--kv-keep-dtype", options->kv_keep_dtype, "Element type of the --kv-keep layers or heads");
   sub->add_option("--block-size", options->block_size, "KV block size in tokens (default 16; 32 with int4c)")->check(CLI::Range(1, 1024));
   sub->add_option("--kv-compact-dtype", options->kv_compact_dtype,
                   "Adds a row with old context compacted to this dtype (as serve's flag; the row's main dtype is "
                   "--kv-dtype, f16 for all)")
-      ->check(CLI::IsMember({"none", "int8", "int4", "int4c"}));
+      ->check(KvDtypeCheck({"none", "int8", "int4c"}));
   sub->add_option("--kv-compact-share", options->compaction.share, "Share of the KV memory for compacted blocks")
       ->check(CLI::Range(0.01, 0.99));
   sub->add_option("--kv-compact-every", options->compaction.every_tokens, "Tokens a sequence computes between compactions")

@@ -28,6 +28,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace kvserve {
@@ -43,6 +44,9 @@ void AddWeightDtypeOption(CLI::App* app, std::string* weight_dtype);
 void AddComputeDtypeOption(CLI::App* app, std::string* compute_dtype);
 // --kv-dtype with the KV element types.
 void AddKvDtypeOption(CLI::App* app, std::string* kv_dtype);
+// A KV dtype flag's check: one of `allowed`. int4 (keys in per-token groups) is offered by none
+// of them, with a message that says why (it loses a fifth of the greedy tokens) and what to use.
+CLI::Validator KvDtypeCheck(std::vector<std::string> allowed);
 
 struct EngineFlags {
   std::string model = "synthetic:150m";

@@ -163,8 +163,8 @@ Status CudaBackend::Impl::InitKvCache(const KvSpec& s, int blocks) {
   for (int l = 0; l < s.num_layers(); ++l) {
     for (int h = 0; h < s.num_kv_heads(); ++h) {
       if (KeysPerChannel(s.dtype(l, h))) {
-        return InvalidArgumentError("the int4c KV cache runs on the CPU backend only so far; use int4 or int8 "
-                                    "with --device cuda");
+        return InvalidArgumentError("the int4c KV cache runs on the CPU backend only so far; use int8 with "
+                                    "--device cuda");
       }
     }
   }

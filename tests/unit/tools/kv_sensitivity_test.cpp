@@ -31,7 +31,7 @@ TEST(KvSensitivity, TeacherForcedLogitsMatchTheReference) {
 
 TEST(KvSensitivity, SortsLayersAndRecommendsTheWorst) {
   auto model = testing::LoadModelOrDie("synthetic:tiny:f32");
-  auto report = MeasureKvSensitivity(*model, KvDtype::kInt4, "", 200);
+  auto report = MeasureKvSensitivity(*model, KvDtype::kInt4C, "", 200);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->layers.size(), 2u);
   EXPECT_GE(report->layers[0].error.mean_kl, report->layers[1].error.mean_kl);
@@ -39,9 +39,9 @@ TEST(KvSensitivity, SortsLayersAndRecommendsTheWorst) {
   EXPECT_GT(report->all_layers.mean_kl, 0.0);
   ASSERT_EQ(report->recommended_keep, std::vector<int>{report->layers[0].layer});
   EXPECT_LT(report->with_recommendation.mean_kl, report->all_layers.mean_kl);
-  EXPECT_EQ(report->recommended_flag, "--kv-dtype int4 --kv-keep layers=" + std::to_string(report->layers[0].layer));
+  EXPECT_EQ(report->recommended_flag, "--kv-dtype int4c --kv-keep layers=" + std::to_string(report->layers[0].layer));
   const std::string text = FormatKvSensitivityReport(*report);
-  EXPECT_NE(text.find("recommended: --kv-dtype int4"), std::string::npos) << text;
+  EXPECT_NE(text.find("recommended: --kv-dtype int4c"), std::string::npos) << text;
 }
 
 TEST(KvSensitivity, RejectsTooLittleText) {
