@@ -173,8 +173,10 @@ class Engine {
   // does not compile: the message names the keyword and where), DEADLINE_EXCEEDED (its
   // grammar took longer than grammar.compile_timeout), OUT_OF_RANGE (prompt +
   // max_tokens beyond the context, unless the request's chat session uses a sliding window),
-  // RESOURCE_EXHAUSTED (queue full, too many sessions), UNAVAILABLE (draining, stopped or
-  // cooling down after a fault). The priority counts clamped to [kMinPriority, kMaxPriority].
+  // RESOURCE_EXHAUSTED (queue full, checked before a grammar is compiled; too many sessions;
+  // too many grammars waiting to compile), UNAVAILABLE (draining, stopped or cooling down
+  // after a fault). A structured output's grammar compiles on the grammar cache's threads
+  // while the caller waits. The priority counts clamped to [kMinPriority, kMaxPriority].
   // Every accepted request's stream finishes, whatever happens next (Stop included).
   [[nodiscard]] virtual StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationRequest request) = 0;
   // Aborts a request; its blocks are freed within one step. Unknown ids are ignored.
