@@ -190,8 +190,14 @@ StatusOr<GrammarCache::Compiled> GrammarCache::Get(const StructuredOutputSpec& s
   }
   work_cv_.notify_one();
   if (result.wait_for(limits_.compile_timeout) != std::future_status::ready) {
-    return DeadlineExceededError(fmt::format("compiling the {} took longer than {} ms (waiting for a compile thread "
-                                             "included)", spec.kind_name(), limits_.compile_timeout.count()));
+    // Still queued: the server is busy (retry later); running: the spec is slow to compile.
+    std::lock_guard lock(mu_);
+    if (std::any_of(queue_.begin(), queue_.end(), [&](const auto& job) { return job->key == key; })) {
+      return ResourceExhaustedError(fmt::format("the {} waited {} ms for a compile thread; retry later",
+                                                spec.kind_name(), limits_.compile_timeout.count()));
+    }
+    return DeadlineExceededError(fmt::format("compiling the {} took longer than {} ms", spec.kind_name(),
+                                             limits_.compile_timeout.count()));
   }
   StatusOr<Compiled> out = result.get();
   if (joined && out.ok()) out->cache_hit = true, out->compile_seconds = 0;

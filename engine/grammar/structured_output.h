@@ -49,9 +49,10 @@ class GrammarCache {
     double compile_seconds = 0;        // 0 on a hit
   };
   // INVALID_ARGUMENT for a malformed or unsupported spec or one past a limit (the message
-  // says what and where); DEADLINE_EXCEEDED when its compile takes longer than the compile
-  // timeout, or waits and runs longer than it (the compile then goes on and keeps its result);
-  // RESOURCE_EXHAUSTED when max_waiting_compiles compiles are queued already (retry later).
+  // says what and where); DEADLINE_EXCEEDED when its compile runs longer than the compile
+  // timeout (the caller stops waiting then, the compile goes on and keeps its result);
+  // RESOURCE_EXHAUSTED (retry later) when max_waiting_compiles compiles are queued already, or
+  // when it waited the whole timeout for a compile thread.
   // A spec that failed is remembered (by a SHA-256 of it; the last 1,024) and refused at once
   // with the same status when it comes back: a client that retries a 40 s schema costs one
   // compile. REQUIRES: spec.active().

@@ -68,10 +68,13 @@ TEST_F(GrammarCacheTest, AFailedSpecIsRefusedAgainWithoutACompile) {
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().ToString(), first.status().ToString());
   EXPECT_EQ(cache.num_compiles(), 1);
-  // A compile past the time limit is remembered too.
+  // A compile past the time limit is remembered too. A caller that stops waiting while the
+  // compile is queued is told to retry (429), while it runs that it is slow (400).
   GrammarCache slow(tokenizer_.get(), {.compile_timeout = std::chrono::milliseconds(0)});
-  EXPECT_EQ(slow.Get(Regex("[a-z]+")).status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(slow.Get(Regex("[a-z]+")).status().code(), StatusCode::kDeadlineExceeded);
+  for (int i = 0; i < 2; ++i) {
+    const StatusCode code = slow.Get(Regex("[a-z]+")).status().code();
+    EXPECT_TRUE(code == StatusCode::kResourceExhausted || code == StatusCode::kDeadlineExceeded) << static_cast<int>(code);
+  }
   ASSERT_TRUE(WaitFor([&] { return slow.num_compiling() == 0; }));
   EXPECT_EQ(slow.Get(Regex("[a-z]+")).status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(slow.num_compiles(), 1);
