@@ -1,9 +1,9 @@
 // LexGrammar: a context-free grammar over lexemes, what JSON Schemas compile to. A lexeme is a
 // byte automaton (regex.h: a string with its pattern, a number with its bounds, a key, a
-// punctuation mark), after the grammar's leading whitespace where it has some; rules are sequences of lexemes and
-// rules. Lexing is by longest match: a lexeme ends where the next byte cannot continue it, so
-// lexemes must not be prefixes of a valid continuation (JSON's are not: a value is always
-// followed by punctuation or whitespace that cannot extend it).
+// punctuation mark), after the grammar's leading whitespace where it has some; rules are
+// sequences of lexemes and rules. Lexing is by longest match: a lexeme ends where the next byte
+// cannot continue it, so lexemes must not be prefixes of a valid continuation (JSON's are not:
+// a value is always followed by punctuation or whitespace that cannot extend it).
 //
 // LexEarley parses lexemes with Earley's algorithm: the lexemes each step expects, the scan of
 // a lexeme the lexer recognized (as a set: the candidates that matched the same bytes), undo.
