@@ -62,7 +62,8 @@ TEST(StateDirTest, ARecordReadsBackOnlyUnderItsKeyAndIdentity) {
   EXPECT_EQ((*state)->Read("sessions", "tenant-a\nchat", kIdentity), "payload bytes");
   EXPECT_EQ((*state)->Read("sessions", "tenant-b\nchat", kIdentity), std::nullopt);  // another tenant
   EXPECT_EQ((*state)->Read("responses", "tenant-a\nchat", kIdentity), std::nullopt);  // another kind
-  // Another model or KV layout: ignored and removed.
+  // Another model or KV layout: a file on disk (the write has landed) ignored and removed.
+  (*state)->Flush();
   EXPECT_EQ((*state)->Read("sessions", "tenant-a\nchat", Sha256("model B")), std::nullopt);
   EXPECT_TRUE(Records(dir.str()).empty());
 }
