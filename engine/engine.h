@@ -40,9 +40,9 @@ struct EngineTestHooks {
   // requests fail; kFaultAfterConsecutiveFailures in a row = fault). It may block (a test
   // holding the engine inside a step).
   std::function<bool(int64_t forward_index)> fail_forward;
-  // Called by Submit after validation, before the request enters the intake queue (a test
-  // widening a race window).
-  std::function<void()> before_enqueue;
+  // Called by Submit after validation (and the grammar's compile), before the request enters
+  // the intake queue (a test widening a race window, or holding a caller there).
+  std::function<void(const GenerationRequest&)> before_enqueue;
 };
 
 struct EngineConfig {

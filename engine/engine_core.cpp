@@ -202,7 +202,7 @@ StatusOr<std::shared_ptr<RequestStream>> EngineCore::Submit(GenerationRequest r)
     request->grammar_compile_seconds = compiled->compile_seconds;
   }
   request->params = std::move(r);
-  if (config_.test_hooks.before_enqueue) config_.test_hooks.before_enqueue();
+  if (config_.test_hooks.before_enqueue) config_.test_hooks.before_enqueue(request->params);
   std::shared_ptr<RequestStream> stream;
   {
     // Checked under the lock the loop takes its last intake under: an accepted request is

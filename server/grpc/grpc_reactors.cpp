@@ -1,6 +1,8 @@
 // Request reactors of the gRPC service (see grpc_reactors.h for the flow and the locking).
 #include "server/grpc/grpc_reactors.h"
 
+#include <fmt/format.h>
+
 #include "common/log.h"
 #include "server/api/error_mapping.h"
 #include "server/grpc/grpc_convert.h"
@@ -37,22 +39,41 @@ namespace {
 
 // The common end of a reactor's OnDone: the listener can no longer reach it, and a request
 // that is still running (the call ended first) is aborted so its blocks are freed.
+// (`stream` is null when a deferred submission never arrived: its DeliverSubmission aborts it.)
 template <typename Reactor>
-void DetachReactor(ReactorLink<Reactor>& link, const GrpcCallInfo& info, RequestStream& stream) {
+void DetachReactor(ReactorLink<Reactor>& link, const GrpcCallInfo& info, RequestStream* stream) {
   {
     std::lock_guard<std::recursive_mutex> lock(link.mu);
     link.reactor = nullptr;
   }
-  if (!stream.done()) info.engine->Abort(stream.id());
-  stream.SetListener(nullptr);
+  if (stream == nullptr) return;
+  if (!stream->done()) info.engine->Abort(stream->id());
+  stream->SetListener(nullptr);
 }
 
-// LogGrpcCall with the usage when the request finished.
-void LogFinishedCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestStream& stream) {
-  const bool done = stream.done();  // before usage(): a finished request's usage is final
-  const RequestUsage usage = stream.usage();
+// LogGrpcCall with the usage when the request finished (none for a refused deferred one).
+void LogFinishedCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestStream* stream) {
+  if (stream == nullptr) {
+    LogGrpcCall(info, status, nullptr);
+    return;
+  }
+  const bool done = stream->done();  // before usage(): a finished request's usage is final
+  const RequestUsage usage = stream->usage();
   LogGrpcCall(info, status, done ? &usage : nullptr);
 }
+
+// The DeliverSubmission of the reactor `link` reaches.
+template <typename Reactor>
+DeliverSubmission Deliverer(std::shared_ptr<ReactorLink<Reactor>> link, Engine* engine) {
+  return [link = std::move(link), engine](StatusOr<std::shared_ptr<RequestStream>> submitted) {
+    std::lock_guard<std::recursive_mutex> lock(link->mu);
+    if (link->reactor != nullptr && link->reactor->Attach(submitted)) return;
+    if (submitted.ok()) engine->Abort((*submitted)->id());  // the call is over
+  };
+}
+
+// A deferred reactor's call id once its request is accepted.
+std::string CallId(const RequestStream& stream) { return fmt::format("gen-{}", stream.id()); }
 
 }  // namespace
 
@@ -70,6 +91,25 @@ GenerationStreamReactor* GenerationStreamReactor::Start(GrpcCallInfo info, std::
   reactor->stream_->SetListener(
       PostingListener(reactor->link_, reactor->info_.executor, &GenerationStreamReactor::Pump));
   return reactor;
+}
+
+GenerationStreamReactor* GenerationStreamReactor::StartDeferred(GrpcCallInfo info, DeliverSubmission* deliver) {
+  auto* reactor = new GenerationStreamReactor(std::move(info), nullptr);
+  *deliver = Deliverer(reactor->link_, reactor->info_.engine);
+  return reactor;
+}
+
+bool GenerationStreamReactor::Attach(StatusOr<std::shared_ptr<RequestStream>>& submitted) {
+  if (finished_) return false;  // cancelled while it waited
+  if (!submitted.ok()) {
+    FinishCall(ToGrpcStatus(submitted.status()));
+    return true;
+  }
+  stream_ = std::move(submitted).value();
+  info_.id = CallId(*stream_);
+  stream_->SetListener(PostingListener(link_, info_.executor, &GenerationStreamReactor::Pump));
+  Pump();
+  return true;
 }
 
 void GenerationStreamReactor::Pump() {
@@ -126,19 +166,19 @@ void GenerationStreamReactor::OnCancel() {
   const std::shared_ptr<Link> link = link_;
   std::lock_guard<std::recursive_mutex> lock(link->mu);
   cancelled_ = true;
-  info_.engine->Abort(stream_->id());  // unknown (finished) ids are ignored
+  if (stream_ != nullptr) info_.engine->Abort(stream_->id());  // unknown (finished) ids are ignored
   if (!writing_) FinishCall(grpc::Status::CANCELLED);  // else OnWriteDone(false) finishes
 }
 
 void GenerationStreamReactor::OnDone() {
-  DetachReactor(*link_, info_, *stream_);
+  DetachReactor(*link_, info_, stream_.get());
   delete this;
 }
 
 void GenerationStreamReactor::FinishCall(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  LogFinishedCall(info_, status, *stream_);
+  LogFinishedCall(info_, status, stream_.get());
   Finish(status);
 }
 
@@ -158,6 +198,27 @@ GenerationUnaryReactor* GenerationUnaryReactor::Start(GrpcCallInfo info, std::sh
   reactor->stream_->SetListener(
       PostingListener(reactor->link_, reactor->info_.executor, &GenerationUnaryReactor::Collect));
   return reactor;
+}
+
+GenerationUnaryReactor* GenerationUnaryReactor::StartDeferred(GrpcCallInfo info, grpc::ByteBuffer* response,
+                                                              DeliverSubmission* deliver) {
+  auto* reactor = new GenerationUnaryReactor(std::move(info), nullptr, response);
+  *deliver = Deliverer(reactor->link_, reactor->info_.engine);
+  return reactor;
+}
+
+bool GenerationUnaryReactor::Attach(StatusOr<std::shared_ptr<RequestStream>>& submitted) {
+  if (finished_) return false;
+  if (!submitted.ok()) {
+    FinishCall(ToGrpcStatus(submitted.status()));
+    return true;
+  }
+  stream_ = std::move(submitted).value();
+  info_.id = CallId(*stream_);
+  message_.set_id(info_.id);
+  stream_->SetListener(PostingListener(link_, info_.executor, &GenerationUnaryReactor::Collect));
+  Collect();
+  return true;
 }
 
 void GenerationUnaryReactor::Collect() {
@@ -180,19 +241,19 @@ void GenerationUnaryReactor::Collect() {
 void GenerationUnaryReactor::OnCancel() {
   const std::shared_ptr<Link> link = link_;
   std::lock_guard<std::recursive_mutex> lock(link->mu);
-  info_.engine->Abort(stream_->id());
+  if (stream_ != nullptr) info_.engine->Abort(stream_->id());
   FinishCall(grpc::Status::CANCELLED);
 }
 
 void GenerationUnaryReactor::OnDone() {
-  DetachReactor(*link_, info_, *stream_);
+  DetachReactor(*link_, info_, stream_.get());
   delete this;
 }
 
 void GenerationUnaryReactor::FinishCall(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  LogFinishedCall(info_, status, *stream_);
+  LogFinishedCall(info_, status, stream_.get());
   Finish(status);
 }
 

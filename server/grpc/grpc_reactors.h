@@ -11,6 +11,12 @@
 // A cancelled call (client cancel, deadline, server shutdown past its grace) or a failed
 // write aborts the engine request (Engine::Abort), which frees its KV blocks within a step.
 //
+// Deferred submission: a request with a structured output waits for its grammar's compile
+// inside Engine::Submit (up to the compile timeout), which must not hold one of gRPC's
+// threads. Its reactor starts without a stream (StartDeferred); the service submits on a
+// thread of its own and hands the result to the DeliverSubmission: the call goes on with the
+// stream or ends with the refusal; if the call already ended, an accepted request is aborted.
+//
 // Messages travel as raw ByteBuffers (the service uses gRPC's raw callback methods so that it
 // can answer undecodable requests itself, see grpc_server.cpp): the reactors build the
 // protos and serialize them with SerializeMessage.
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/status.h"
 #include "engine/engine.h"
 #include "generation.grpc.pb.h"
 #include "server/grpc/reactor_executor.h"
@@ -75,6 +82,10 @@ grpc::Status ToGrpcStatus(const Status& status);
 // Logs one line for a finished generation call (id, method, peer, code, usage, duration).
 void LogGrpcCall(const GrpcCallInfo& info, const grpc::Status& status, const RequestUsage* usage);
 
+// Takes a deferred submission's result (see the top); called once, on any thread but the
+// engine's.
+using DeliverSubmission = std::function<void(StatusOr<std::shared_ptr<RequestStream>>)>;
+
 // What a reactor's listener reaches it through; OnDone clears `reactor` under `mu`.
 template <typename Reactor>
 struct ReactorLink {
@@ -107,6 +118,12 @@ class GenerationStreamReactor final : public grpc::ServerWriteReactor<grpc::Byte
   // Creates the reactor (returned to gRPC by the method handler) and sets the stream's
   // listener; the first write may be started (queued by gRPC) before this returns.
   static GenerationStreamReactor* Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream);
+  // A reactor whose request is submitted later, through *deliver.
+  static GenerationStreamReactor* StartDeferred(GrpcCallInfo info, DeliverSubmission* deliver);
+
+  // REQUIRES: link_->mu held. Goes on with a deferred submission's stream, or finishes with its
+  // refusal; false when the call had already ended (the stream is left to the caller).
+  bool Attach(StatusOr<std::shared_ptr<RequestStream>>& submitted);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -121,8 +138,8 @@ class GenerationStreamReactor final : public grpc::ServerWriteReactor<grpc::Byte
   // REQUIRES: link_->mu held. The last thing a caller does with `this`.
   void FinishCall(const grpc::Status& status);
 
-  const GrpcCallInfo info_;
-  const std::shared_ptr<RequestStream> stream_;
+  GrpcCallInfo info_;                     // id set when a deferred submission arrives
+  std::shared_ptr<RequestStream> stream_;  // null until a deferred submission arrives
   std::shared_ptr<Link> link_;
   v1::GenerateStreamResponse message_;
   grpc::ByteBuffer buffer_;  // message_ serialized, in flight until OnWriteDone
@@ -138,6 +155,11 @@ class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
   // `response` is gRPC's (valid until OnDone); it receives the serialized GenerateResponse.
   static GenerationUnaryReactor* Start(GrpcCallInfo info, std::shared_ptr<RequestStream> stream,
                                        grpc::ByteBuffer* response);
+  static GenerationUnaryReactor* StartDeferred(GrpcCallInfo info, grpc::ByteBuffer* response,
+                                               DeliverSubmission* deliver);
+
+  // As GenerationStreamReactor::Attach.
+  bool Attach(StatusOr<std::shared_ptr<RequestStream>>& submitted);
 
   void OnCancel() override;
   void OnDone() override;
@@ -151,8 +173,8 @@ class GenerationUnaryReactor final : public grpc::ServerUnaryReactor {
   // REQUIRES: link_->mu held. The last thing a caller does with `this`.
   void FinishCall(const grpc::Status& status);
 
-  const GrpcCallInfo info_;
-  const std::shared_ptr<RequestStream> stream_;
+  GrpcCallInfo info_;
+  std::shared_ptr<RequestStream> stream_;  // as GenerationStreamReactor's
   grpc::ByteBuffer* const response_;
   v1::GenerateResponse message_;
   std::shared_ptr<Link> link_;

@@ -13,7 +13,9 @@
 // limits, rejection accounting) and hand the RequestStream to a reactor (grpc_reactors).
 // Tokenize, Detokenize and GetModelInfo answer inline on gRPC's thread once the model is
 // loaded; the pin methods (CreatePin, ListPins, DeletePin: Engine::PinPrefix and friends)
-// block, so they answer from two threads of the service's own.
+// block, so they answer from two threads of the service's own. A generation request with a
+// structured output is submitted from a pool of the service's own too (its grammar may take
+// up to the compile timeout), its reactor started before (grpc_reactors.h: deferred).
 //
 // Health: SERVING for "" and "kvserve.v1.Generation" while ServerContext::Ready(), else
 // NOT_SERVING; a watcher thread re-reads readiness every 100 ms. Shutdown() marks both
@@ -25,6 +27,8 @@
 // (they post to the service's ReactorExecutor, whose thread drains the streams and starts
 // writes); the service itself is immutable after construction except the builder's lazily
 // detected template.
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -73,7 +77,9 @@ class RefusedStream final : public StreamReactor {
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  explicit GenerationService(ServerContext* ctx) : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx) {}
+  explicit GenerationService(ServerContext* ctx)
+      : ctx_(ctx), auth_(ctx->options.api_keys), builder_(ctx),
+        submit_pool_(static_cast<size_t>(std::max(1, ctx->options.grammar_compile_slots))) {}
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override {
@@ -249,12 +255,18 @@ class GenerationService final : public GenerationServiceBase {
     return OkStatus();
   }
 
-  // Authenticates, decodes and submits through the RequestBuilder (which counts refusals;
-  // undecodable requests are counted here).
-  template <typename Request>
-  StatusOr<std::shared_ptr<RequestStream>> Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& bytes) {
+  // A generation call's request, decoded and authenticated.
+  struct Decoded {
+    GenerationInput input;
     Caller caller;
-    RETURN_IF_ERROR(Authenticate(call, &caller.tenant));
+  };
+
+  // Authenticates and decodes (undecodable requests are counted as rejected here; the
+  // RequestBuilder counts the refusals it makes).
+  template <typename Request>
+  StatusOr<Decoded> Decode(grpc::CallbackServerContext* call, const grpc::ByteBuffer& bytes) {
+    Decoded out;
+    RETURN_IF_ERROR(Authenticate(call, &out.caller.tenant));
     if (draining_) return UnavailableError("the server is shutting down");
     Request request;
     if (grpc::Status parsed = ParseMessage(bytes, &request); !parsed.ok()) {
@@ -266,11 +278,24 @@ class GenerationService final : public GenerationServiceBase {
       ctx_->CountRejected();
       return input.status();
     }
-    caller.session_header = SessionHeader(call);
+    out.input = std::move(input).value();
+    out.caller.session_header = SessionHeader(call);
+    return out;
+  }
+
+  // Submits through the RequestBuilder (which waits for a structured output's compile).
+  StatusOr<std::shared_ptr<RequestStream>> Submit(const Decoded& decoded) {
     SubmittedRequests submitted;
     ApiError error;
-    if (!builder_.Submit(*input, caller, &submitted, &error)) return error.status;
+    if (!builder_.Submit(decoded.input, decoded.caller, &submitted, &error)) return error.status;
     return std::move(submitted.streams.front());
+  }
+
+  // Submits on a submit thread and hands the result to `deliver` (grpc_reactors.h).
+  void SubmitDeferred(Decoded decoded, DeliverSubmission deliver) {
+    boost::asio::post(submit_pool_, [this, decoded = std::move(decoded), deliver = std::move(deliver)] {
+      deliver(Submit(decoded));
+    });
   }
 
   GrpcCallInfo CallInfo(grpc::CallbackServerContext* call, const char* method, uint64_t request_id) const {
@@ -285,10 +310,19 @@ class GenerationService final : public GenerationServiceBase {
     return info;
   }
 
+  // A request with a structured output is submitted off gRPC's thread (its grammar may have to
+  // compile first); others inline.
   template <typename Request>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes,
                                   grpc::ByteBuffer* response) {
-    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
+    StatusOr<Decoded> decoded = Decode<Request>(call, bytes);
+    if (decoded.ok() && decoded->input.structured.active()) {
+      DeliverSubmission deliver;
+      auto* reactor = GenerationUnaryReactor::StartDeferred(CallInfo(call, method, 0), response, &deliver);
+      SubmitDeferred(std::move(decoded).value(), std::move(deliver));
+      return reactor;
+    }
+    StatusOr<std::shared_ptr<RequestStream>> stream = decoded.ok() ? Submit(*decoded) : decoded.status();
     if (!stream.ok()) {
       const grpc::Status status = ToGrpcStatus(stream.status());
       LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
@@ -302,7 +336,14 @@ class GenerationService final : public GenerationServiceBase {
 
   template <typename Request>
   StreamReactor* Streaming(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer& bytes) {
-    StatusOr<std::shared_ptr<RequestStream>> stream = Submit<Request>(call, bytes);
+    StatusOr<Decoded> decoded = Decode<Request>(call, bytes);
+    if (decoded.ok() && decoded->input.structured.active()) {
+      DeliverSubmission deliver;
+      auto* reactor = GenerationStreamReactor::StartDeferred(CallInfo(call, method, 0), &deliver);
+      SubmitDeferred(std::move(decoded).value(), std::move(deliver));
+      return reactor;
+    }
+    StatusOr<std::shared_ptr<RequestStream>> stream = decoded.ok() ? Submit(*decoded) : decoded.status();
     if (!stream.ok()) {
       const grpc::Status status = ToGrpcStatus(stream.status());
       LogGrpcCall(CallInfo(call, method, 0), status, nullptr);
@@ -358,6 +399,10 @@ class GenerationService final : public GenerationServiceBase {
   ReactorExecutor pin_admin_;
   const std::shared_ptr<const int> in_flight_ = std::make_shared<const int>(0);
   std::atomic<bool> draining_{false};
+  // Submits structured requests: as many threads as requests may wait for a compile at once
+  // (ServerOptions::grammar_compile_slots). Last: joined first, while what its tasks use exists
+  // (tasks still queued then are dropped; by then every call is done).
+  boost::asio::thread_pool submit_pool_;
 };
 
 class GrpcServerImpl final : public GrpcServer {

@@ -194,7 +194,7 @@ TEST(AdmissionTest, StopNeverLeavesAnAcceptedStreamOpen) {
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> first{true};
   EngineConfig config = TestConfig();
-  config.test_hooks.before_enqueue = [&] {
+  config.test_hooks.before_enqueue = [&](const GenerationRequest&) {
     if (!first.exchange(false)) return;
     at_hook.set_value();
     released.wait();

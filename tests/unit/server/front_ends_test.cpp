@@ -359,7 +359,7 @@ TEST_F(FrontEndsTest, HealthIsAnsweredWhileARequestBodyIsHandled) {
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> first{true};
   EngineConfig config = ::kvserve::testing::TestConfig();
-  config.test_hooks.before_enqueue = [&] {
+  config.test_hooks.before_enqueue = [&](const GenerationRequest&) {
     if (!first.exchange(false)) return;
     entered.set_value();
     released.wait();
