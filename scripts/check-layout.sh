@@ -3,7 +3,8 @@
 #   1. every #include "..." of a project header points down the dependency graph
 #        cli -> tools, server -> engine -> cache -> common
 #      with the engine's rooms below its core: engine/backend -> engine/model ->
-#      engine/tokenizer, engine/grammar -> engine/tokenizer (it knows a vocabulary, never
+#      engine/tokenizer -> engine/jinja (the Jinja engine knows values, nothing else),
+#      engine/grammar -> engine/tokenizer (it knows a vocabulary, never
 #      the model or the backend), and server/http, server/grpc -> server/api -> server/events
 #      (the KV-event publisher, which knows only cache/'s prefix events);
 #      and nothing outside engine/backend picks a concrete backend: engine/, server/, tools/
@@ -24,10 +25,11 @@ allowed_for() {
   case "$1" in
     common/*) echo "common/" ;;
     cache/*) echo "cache/ common/" ;;
-    engine/tokenizer/*) echo "engine/tokenizer/ common/" ;;
-    engine/grammar/*) echo "engine/grammar/ engine/tokenizer/ common/" ;;
-    engine/model/*) echo "engine/model/ engine/tokenizer/ common/" ;;
-    engine/backend/*) echo "engine/backend/ engine/model/ engine/tokenizer/ cache/ common/" ;;
+    engine/jinja/*) echo "engine/jinja/ common/" ;;
+    engine/tokenizer/*) echo "engine/tokenizer/ engine/jinja/ common/" ;;
+    engine/grammar/*) echo "engine/grammar/ engine/tokenizer/ engine/jinja/ common/" ;;
+    engine/model/*) echo "engine/model/ engine/tokenizer/ engine/jinja/ common/" ;;
+    engine/backend/*) echo "engine/backend/ engine/model/ engine/tokenizer/ engine/jinja/ cache/ common/" ;;
     engine/*) echo "engine/ cache/ common/" ;;
     server/events/*) echo "server/events/ cache/ common/" ;;
     server/api/*) echo "server/api/ server/events/ engine/ cache/ common/" ;;

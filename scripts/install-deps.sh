@@ -28,7 +28,7 @@ if [ "${1:-}" = "--fuzz" ]; then
 fi
 if [ "${1:-}" = "--test" ]; then
   apt-get install -y --no-install-recommends prometheus python3-grpcio python3-protobuf python3-yaml python3-zmq python3-msgpack \
-    curl chromium
+    python3-jinja2 curl chromium
   # kubectl for `kubectl kustomize deploy/k8s` (any recent one that is already there will do).
   command -v kubectl >/dev/null 2>&1 || apt-get install -y --no-install-recommends kubernetes-client
   if command -v npm >/dev/null 2>&1; then
