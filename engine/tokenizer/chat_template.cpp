@@ -136,6 +136,35 @@ ChatTemplate ChatTemplate::Make(Kind kind, std::string bos_token, std::string eo
 }
 
 ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
+  ChatTemplate c = DetectFamily(t, tok);
+  if (t.empty()) return c;
+  StatusOr<JinjaTemplate> parsed = ParseJinja(t);
+  if (!parsed.ok()) {
+    c.jinja_error_ = parsed.status().message();
+    return c;
+  }
+  c.jinja_ = std::move(parsed).value();
+  const Vocab& vocab = tok.vocab();
+  for (size_t id = 0; id < vocab.types.size() && id < vocab.tokens.size(); ++id) {
+    const TokenType type = vocab.types[id];
+    if ((type == TokenType::kControl || type == TokenType::kUnknown) && !vocab.tokens[id].empty()) {
+      c.control_texts_.push_back(vocab.tokens[id]);
+    }
+  }
+  std::sort(c.control_texts_.begin(), c.control_texts_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  // Tools go to the template where it renders them in a format whose calls kvserve parses;
+  // otherwise they are described in the prompt in the generic format (as llama.cpp does for
+  // templates without tools).
+  c.jinja_renders_tools_ = c.tool_format_ != ToolFormat::kGeneric && Contains(t, "tools");
+  if (!c.jinja_renders_tools_) c.tool_format_ = ToolFormat::kGeneric;
+  const std::vector<ChatMessage> probe = {{"user", "x"}};
+  StatusOr<RenderedChat> rendered = c.RenderJinja(probe, true, {});
+  c.jinja_adds_bos_ = rendered.ok() && !c.bos_.empty() && rendered->text.rfind(c.bos_, 0) == 0;
+  return c;
+}
+
+ChatTemplate ChatTemplate::DetectFamily(std::string_view t, const Tokenizer& tok) {
   const std::string bos = TokenText(tok, tok.bos_id());
   const std::string eos = TokenText(tok, tok.eos_id());
   if (Contains(t, "<|start_header_id|>")) {
@@ -168,7 +197,9 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
   return ChatTemplate(Kind::kPlain, bos, eos, "", "");
 }
 
-std::string_view ChatTemplate::name() const {
+std::string_view ChatTemplate::name() const { return jinja_ ? "jinja" : family_name(); }
+
+std::string_view ChatTemplate::family_name() const {
   switch (kind_) {
     case Kind::kPlain: return "plain";
     case Kind::kChatml: return "chatml";
@@ -185,6 +216,7 @@ std::string_view ChatTemplate::name() const {
 }
 
 bool ChatTemplate::adds_bos() const {
+  if (jinja_) return jinja_adds_bos_;
   switch (kind_) {
     case Kind::kLlama2:
     case Kind::kMistral:
@@ -197,7 +229,8 @@ bool ChatTemplate::adds_bos() const {
 }
 
 std::vector<int32_t> ChatTemplate::Encode(const RenderedChat& rendered, const Tokenizer& tok) const {
-  return tok.EncodeWithLiteralRanges(rendered.text, /*add_special=*/!adds_bos(), rendered.content);
+  const bool has_bos = jinja_ ? !bos_.empty() && rendered.text.rfind(bos_, 0) == 0 : adds_bos();
+  return tok.EncodeWithLiteralRanges(rendered.text, /*add_special=*/!has_bos, rendered.content);
 }
 
 StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
@@ -221,7 +254,9 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
     }
     tool_messages = tool_messages || r == "tool" || !messages[i].tool_calls.empty();
   }
-  if (!tools.empty() || tool_messages) return RenderWithTools(messages, add_generation_prompt, tools);
+  const bool with_tools = !tools.empty() || tool_messages;
+  if (jinja_ && (!with_tools || jinja_renders_tools_)) return RenderJinja(messages, add_generation_prompt, tools);
+  if (with_tools) return RenderWithTools(messages, add_generation_prompt, tools);
   return RenderMessages(messages, add_generation_prompt);
 }
 
@@ -231,6 +266,7 @@ std::string ChatTemplate::Llama31Date() const {
 
 StatusOr<RenderedChat> ChatTemplate::RenderMessages(std::span<const ChatMessage> messages,
                                                     bool add_generation_prompt) const {
+  if (jinja_) return RenderJinja(messages, add_generation_prompt, {});
   ChatWriter out;
   switch (kind_) {
     case Kind::kLlama2: {

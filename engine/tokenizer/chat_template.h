@@ -1,9 +1,17 @@
 // ChatTemplate: turns chat messages into the prompt text a chat model was trained on.
 //
-// No C++ Jinja engine is packaged, so the common templates are recognised by their text
-// (GGUF `tokenizer.chat_template`) and rendered by hand, byte for byte as the model's
-// Jinja template renders them (including its raise_exception checks, which become
-// INVALID_ARGUMENT):
+// The model's template: a template text (GGUF `tokenizer.chat_template`) renders with kvserve's
+// Jinja engine (engine/jinja) as transformers' apply_chat_template renders it, given messages
+// (tool-call arguments as the object they encode), tools, add_generation_prompt, bos_token and
+// eos_token; a template that raises refuses the request (INVALID_ARGUMENT, its own message).
+// Tools go to the template when it renders them in a family whose calls kvserve parses
+// (hermes, llama3.1, mistral: tool_format()); otherwise they are described in the generic
+// format inside the messages, which the template then renders. A template text that does not
+// parse is reported (jinja_error()) and the hand-written family it looks like renders instead.
+//
+// Hand-written families: for a model without a template (and the fallback above) the common
+// templates are recognised by their text and rendered by hand, byte for byte as their Jinja
+// renders them (including its raise_exception checks, which become INVALID_ARGUMENT):
 //
 //   name       recognised by                            models
 //   llama2     "[INST]" and "<<SYS>>"                    Llama-2-chat, CodeLlama-instruct
@@ -58,6 +66,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -69,6 +78,10 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
+
+namespace jinja {
+class Template;
+}
 
 // A tool call of an assistant turn, as the client sends it back: `arguments` is JSON text.
 struct ChatToolCall {
@@ -116,6 +129,8 @@ class ChatTemplate {
 
   // Recognises `template_text` (may be empty); takes the BOS/EOS token texts from `tok`.
   [[nodiscard]] static ChatTemplate Detect(std::string_view template_text, const Tokenizer& tok);
+  // The hand-written family `template_text` looks like (Detect without the Jinja engine).
+  [[nodiscard]] static ChatTemplate DetectFamily(std::string_view template_text, const Tokenizer& tok);
   // For tests and callers that know the kind: explicit token texts. `default_system` is
   // ChatML's built-in system prompt; `date_string` the llama3.1 "Today Date" (empty: the
   // template's fixed "26 Jul 2024").
@@ -135,8 +150,16 @@ class ChatTemplate {
   // Tokenizes a rendered prompt as the template requires (see BOS and control tokens above).
   [[nodiscard]] std::vector<int32_t> Encode(const RenderedChat& rendered, const Tokenizer& tok) const;
 
+  // "jinja" when the model's own template renders, else the hand-written family:
   // "plain", "chatml", "llama2", "mistral", "mistral-v0.1", "llama3", "llama3.1", "zephyr".
   std::string_view name() const;
+  // The family the template text looks like (its tool-call format follows it); name() of the
+  // hand-written renderer.
+  std::string_view family_name() const;
+  // Whether the model's own template renders (see "The model's template" above).
+  bool is_jinja() const { return jinja_ != nullptr; }
+  // Why a template text given to Detect is not rendered as Jinja ("" when it is, or none was given).
+  const std::string& jinja_error() const { return jinja_error_; }
   Kind kind() const { return kind_; }
   ToolFormat tool_format() const { return tool_format_; }
   // True when the rendered text starts with the BOS token's text.
@@ -152,6 +175,11 @@ class ChatTemplate {
         default_system_(std::move(default_system)), date_string_(std::move(date_string)),
         tool_format_(kind == Kind::kLlama31 ? ToolFormat::kLlama31 : ToolFormat::kGeneric) {}
 
+  using JinjaTemplate = std::shared_ptr<const jinja::Template>;
+  [[nodiscard]] static StatusOr<JinjaTemplate> ParseJinja(std::string_view text);
+  // chat_jinja.cpp: the model's template, given the tools.
+  StatusOr<RenderedChat> RenderJinja(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                     std::span<const ChatTool> tools) const;
   // The messages in the template's own format (no tools, no tool messages).
   StatusOr<RenderedChat> RenderMessages(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
   // chat_tools.cpp: with tools or tool messages.
@@ -171,6 +199,13 @@ class ChatTemplate {
   std::string date_string_;    // llama3.1 "Today Date"; empty: see date_is_today_
   bool date_is_today_ = false;  // llama3.2: strftime_now("%d %b %Y") at render time
   ToolFormat tool_format_;
+  JinjaTemplate jinja_;          // the model's template, when it parses
+  bool jinja_renders_tools_ = false;  // the template renders tools and calls in tool_format_
+  bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
+  // Texts of the vocabulary's control tokens, longest first: never control tokens when a
+  // client's string carries them (chat_jinja.cpp).
+  std::vector<std::string> control_texts_;
+  std::string jinja_error_;
 };
 
 // Python's str.strip(): removes leading and trailing Unicode whitespace.

@@ -49,9 +49,9 @@ std::string MustRender(const ChatTemplate& t, const std::vector<ChatMessage>& m,
 
 TEST(ChatToolsTest, DetectsTheToolFormat) {
   auto tok = MakeTokenizer("<s>", "</s>");
-  EXPECT_EQ(ChatTemplate::Detect(testing::kQwen25Excerpt, *tok).tool_format(), ToolFormat::kHermes);
-  EXPECT_EQ(ChatTemplate::Detect(testing::kMistralV03Excerpt, *tok).tool_format(), ToolFormat::kMistral);
-  EXPECT_EQ(ChatTemplate::Detect(testing::kLlama31Excerpt, *tok).tool_format(), ToolFormat::kLlama31);
+  EXPECT_EQ(ChatTemplate::DetectFamily(testing::kQwen25Excerpt, *tok).tool_format(), ToolFormat::kHermes);
+  EXPECT_EQ(ChatTemplate::DetectFamily(testing::kMistralV03Excerpt, *tok).tool_format(), ToolFormat::kMistral);
+  EXPECT_EQ(ChatTemplate::DetectFamily(testing::kLlama31Excerpt, *tok).tool_format(), ToolFormat::kLlama31);
   EXPECT_EQ(ChatTemplate::Detect(testing::kOpenHermesChatml, *tok).tool_format(), ToolFormat::kGeneric);
   EXPECT_EQ(ChatTemplate::Detect(testing::kMixtral, *tok).tool_format(), ToolFormat::kGeneric);
   EXPECT_EQ(ChatTemplate::Detect(testing::kLlama2Chat, *tok).tool_format(), ToolFormat::kGeneric);
@@ -60,7 +60,7 @@ TEST(ChatToolsTest, DetectsTheToolFormat) {
 
 TEST(ChatToolsTest, HermesAsQwen25) {
   auto tok = MakeTokenizer("<|endoftext|>", "<|im_end|>");
-  const ChatTemplate t = ChatTemplate::Detect(testing::kQwen25Excerpt, *tok);
+  const ChatTemplate t = ChatTemplate::DetectFamily(testing::kQwen25Excerpt, *tok);
   ASSERT_EQ(t.default_system(), "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
   EXPECT_EQ(MustRender(t, ToolConversation(), kTools),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\nYou "
@@ -113,7 +113,7 @@ TEST(ChatToolsTest, Llama31PutsToolsInTheFirstUserMessage) {
 
 TEST(ChatToolsTest, MistralV03) {
   auto tok = MakeTokenizer("<s>", "</s>");
-  const ChatTemplate t = ChatTemplate::Detect(testing::kMistralV03Excerpt, *tok);
+  const ChatTemplate t = ChatTemplate::DetectFamily(testing::kMistralV03Excerpt, *tok);
   std::vector<ChatMessage> m = ToolConversation("abcdefghi");
   m.pop_back();
   m.push_back({"user", "Thanks"});
