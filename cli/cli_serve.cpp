@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -58,6 +59,7 @@ struct ServeOptions {
   bool profile = false;
   double profile_interval = 0;
   std::string state_dir;  // "": conversations are kept in memory only
+  std::string chat_template_file;  // --chat-template
   uint64_t state_max_bytes = uint64_t{8} << 30;
 };
 
@@ -230,6 +232,14 @@ int RunServe(ServeOptions& o) {
   if (o.server.protect_observability && o.server.api_keys.empty()) {
     return ReportError(kCommand, "--protect-observability needs --api-key or --api-key-file", kExitUsageError);
   }
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file, std::ios::binary);
+    o.server.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) return ReportError(kCommand, "cannot read " + o.chat_template_file, kExitUsageError);
+    if (o.server.chat_template.empty()) {
+      return ReportError(kCommand, "--chat-template " + o.chat_template_file + " is empty", kExitUsageError);
+    }
+  }
 
   std::unique_ptr<Profiler> profiler;  // outlives the engine and the HTTP server
   if (o.profile) profiler = std::make_unique<Profiler>();
@@ -293,8 +303,25 @@ int RunServe(ServeOptions& o) {
            static_cast<double>(plan->kv_bytes) / (1 << 20), plan->config.max_model_len, plan->config.num_host_blocks,
            plan->config.enable_prefix_caching ? "on" : "off");
   const Tokenizer& tok = model->tokenizer();
-  const ChatTemplate chat_template = ChatTemplate::Detect(tok.vocab().chat_template, tok);
-  LOG_INFO("chat template: {} (tool calls: {})", chat_template.name(), ToolFormatName(chat_template.tool_format()));
+  const bool overridden = !ctx.options.chat_template.empty();
+  const std::string& template_text = overridden ? ctx.options.chat_template : tok.vocab().chat_template;
+  const ChatTemplate chat_template = ChatTemplate::Detect(template_text, tok);
+  if (overridden && !chat_template.is_jinja()) {
+    return ReportError(kCommand, "--chat-template " + o.chat_template_file + ": " + chat_template.jinja_error(),
+                       kExitUsageError);
+  }
+  if (chat_template.is_jinja()) {
+    LOG_INFO("chat template: {} (Jinja; looks like {}, tool calls: {})",
+             overridden ? "--chat-template " + o.chat_template_file : std::string("the model's own"),
+             chat_template.family_name(), ToolFormatName(chat_template.tool_format()));
+  } else if (template_text.empty()) {
+    LOG_WARN("chat template: the model has none; chat requests use the built-in {} format (tool calls: {}); "
+             "give one with --chat-template FILE", chat_template.name(), ToolFormatName(chat_template.tool_format()));
+  } else {
+    LOG_WARN("chat template: the model's template cannot be rendered ({}); chat requests use the built-in {} format "
+             "it resembles (tool calls: {}); give one with --chat-template FILE",
+             chat_template.jinja_error(), chat_template.name(), ToolFormatName(chat_template.tool_format()));
+  }
 
   ctx.engine = engine->get();
 
@@ -370,6 +397,9 @@ void RegisterServeCommand(CommandRegistry& registry) {
   ServerOptions& s = o->server;
   AddEngineOptions(sub, &o->engine);
   AddKvEventsOptions(sub, &o->kv_events);
+  sub->add_option("--chat-template", o->chat_template_file,
+                  "A file with a Jinja chat template to use instead of the model's (tokenizer.chat_template)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--host", s.host, "Address to listen on (HTTP and gRPC)");
   sub->add_option("--http-port", s.http_port, "HTTP port (0: pick a free one; printed at start)")
       ->check(CLI::Range(0, 65535));

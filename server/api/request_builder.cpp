@@ -36,7 +36,9 @@ int RequestBuilder::max_model_len() const {
 const ChatTemplate& RequestBuilder::chat_template() {
   std::call_once(template_once_, [this] {
     const Tokenizer& tok = ctx_->engine->model().tokenizer();
-    template_ = ChatTemplate::Detect(tok.vocab().chat_template, tok);
+    const std::string& text = ctx_->options.chat_template.empty() ? tok.vocab().chat_template
+                                                                  : ctx_->options.chat_template;
+    template_ = ChatTemplate::Detect(text, tok);
   });
   return *template_;
 }

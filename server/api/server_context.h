@@ -25,6 +25,8 @@ struct ServerOptions {
   // Requests that may wait for a grammar compile at once (the engine's compile threads and
   // queue): the HTTP handler threads get as many more, so other requests never wait behind them.
   int grammar_compile_slots = 0;
+  // --chat-template: a Jinja chat template that replaces the model's ("": the model's own).
+  std::string chat_template;
   std::vector<std::string> api_keys;   // empty: no auth
   bool protect_observability = false;  // also require the key for /health, /ready, /metrics
   size_t max_body_bytes = 8 << 20;     // larger request bodies: 413
