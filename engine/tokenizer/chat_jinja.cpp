@@ -8,6 +8,7 @@
 // rendered text gets the texts back, each marked as a literal range (tokenized as text),
 // wherever the template moved, quoted or escaped the string that carried it. Plane-15 code
 // points the client sent are passed through markers too, so every marker is one of ours.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,7 @@ Value MessageValue(const ChatMessage& m) {
     for (const ChatToolCall& c : m.tool_calls) calls.push_back(ToolCallValue(c));
     d.emplace_back("tool_calls", Value::FromList(std::move(calls)));
   }
+  if (!m.reasoning_content.empty()) d.emplace_back("reasoning_content", Value(m.reasoning_content));
   if (!m.tool_call_id.empty()) d.emplace_back("tool_call_id", Value(m.tool_call_id));
   if (!m.name.empty()) d.emplace_back("name", Value(m.name));
   return Value::FromDict(std::move(d));
@@ -145,7 +147,7 @@ StatusOr<ChatTemplate::JinjaTemplate> ChatTemplate::ParseJinja(std::string_view 
 }
 
 StatusOr<RenderedChat> ChatTemplate::RenderJinja(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                                 std::span<const ChatTool> tools) const {
+                                                 std::span<const ChatTool> tools, const ChatExtras& extras) const {
   Markers markers(control_texts_);
   List message_values;
   for (const ChatMessage& m : messages) message_values.push_back(markers.Escape(MessageValue(m)));
@@ -166,6 +168,18 @@ StatusOr<RenderedChat> ChatTemplate::RenderJinja(std::span<const ChatMessage> me
   vars.emplace_back("add_generation_prompt", Value(add_generation_prompt));
   vars.emplace_back("bos_token", Value(bos_));
   vars.emplace_back("eos_token", Value(eos_));
+  if (!extras.variables_json.empty()) {
+    // chat_template_kwargs: added, or replacing what kvserve set (as transformers merges them).
+    std::optional<Value> kwargs = jinja::ParseJson(extras.variables_json);
+    if (!kwargs || !kwargs->is_dict()) return InvalidArgumentError("chat_template_kwargs must be a JSON object");
+    for (const auto& [k, v] : kwargs->dict()) {
+      if (!k.is_string()) continue;
+      const Value escaped = markers.Escape(v);
+      auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& e) { return e.first.str() == k.str(); });
+      if (it != vars.end()) it->second = escaped;
+      else vars.emplace_back(k, escaped);
+    }
+  }
   if (markers.overflow()) return InvalidArgumentError("the messages hold too many control-token texts");
   ASSIGN_OR_RETURN(std::string text, jinja_->Render(Value::FromDict(std::move(vars))));
   return markers.Restore(text);

@@ -240,8 +240,27 @@ StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages
 }
 
 StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                                std::span<const ChatTool> tools) const {
+                                                std::span<const ChatTool> tools, const ChatExtras& extras) const {
   if (messages.empty()) return InvalidArgumentError("messages must not be empty");
+  if (extras.continue_final_message) {
+    if (add_generation_prompt) {
+      return InvalidArgumentError("continue_final_message and add_generation_prompt cannot both be true");
+    }
+    if (messages.back().role != "assistant") {
+      return InvalidArgumentError("continue_final_message needs an assistant message last");
+    }
+    ASSIGN_OR_RETURN(RenderedChat rendered, RenderChat(messages, false, tools, ChatExtras{extras.variables_json, false}));
+    // As transformers: the text ends where the final message's content ends (stripped, as
+    // templates often write it).
+    const std::string_view content = StripPythonWhitespace(messages.back().content);
+    const size_t at = content.empty() ? std::string::npos : rendered.text.rfind(content);
+    if (at == std::string::npos) return InvalidArgumentError("continue_final_message: the template does not show the final message's content");
+    const size_t end = at + content.size();
+    rendered.text.resize(end);
+    std::erase_if(rendered.content, [end](const TextRange& r) { return r.begin >= end; });
+    for (TextRange& r : rendered.content) r.end = std::min(r.end, end);
+    return rendered;
+  }
   bool tool_messages = false;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
@@ -255,7 +274,7 @@ StatusOr<RenderedChat> ChatTemplate::RenderChat(std::span<const ChatMessage> mes
     tool_messages = tool_messages || r == "tool" || !messages[i].tool_calls.empty();
   }
   const bool with_tools = !tools.empty() || tool_messages;
-  if (jinja_ && (!with_tools || jinja_renders_tools_)) return RenderJinja(messages, add_generation_prompt, tools);
+  if (jinja_ && (!with_tools || jinja_renders_tools_)) return RenderJinja(messages, add_generation_prompt, tools, extras);
   if (with_tools) return RenderWithTools(messages, add_generation_prompt, tools);
   return RenderMessages(messages, add_generation_prompt);
 }

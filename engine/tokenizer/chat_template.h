@@ -102,6 +102,18 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant
   std::string tool_call_id;              // tool: the call this result answers
   std::string name;                      // tool: the function's name, when the client gave it
+  std::string reasoning_content;         // assistant: its thinking, given to templates that show it
+};
+
+// What a chat request adds to its messages (the model's template sees it; hand-written
+// families ignore the variables).
+struct ChatExtras {
+  // chat_template_kwargs: a JSON object whose members become template variables
+  // (enable_thinking, reasoning_effort, ...); "" for none.
+  std::string variables_json;
+  // The last message is an assistant turn the model continues: the text ends where its
+  // content does (transformers' continue_final_message).
+  bool continue_final_message = false;
 };
 
 // A tool the model may call: the client's tool object ({"type": "function", "function":
@@ -143,7 +155,8 @@ class ChatTemplate {
   // turn header where the template has one (llama2 and mistral ignore it, as their Jinja
   // templates do). `tools`: the tools the model may call (see Tools above).
   [[nodiscard]] StatusOr<RenderedChat> RenderChat(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                                  std::span<const ChatTool> tools = {}) const;
+                                                  std::span<const ChatTool> tools = {},
+                                                  const ChatExtras& extras = {}) const;
   // RenderChat's text only.
   [[nodiscard]] StatusOr<std::string> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                              std::span<const ChatTool> tools = {}) const;
@@ -179,7 +192,7 @@ class ChatTemplate {
   [[nodiscard]] static StatusOr<JinjaTemplate> ParseJinja(std::string_view text);
   // chat_jinja.cpp: the model's template, given the tools.
   StatusOr<RenderedChat> RenderJinja(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                     std::span<const ChatTool> tools) const;
+                                     std::span<const ChatTool> tools, const ChatExtras& extras = {}) const;
   // The messages in the template's own format (no tools, no tool messages).
   StatusOr<RenderedChat> RenderMessages(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
   // chat_tools.cpp: with tools or tool messages.

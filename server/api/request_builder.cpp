@@ -54,9 +54,10 @@ std::string RequestBuilder::TenantCacheSalt(const std::string& tenant, const std
 }
 
 StatusOr<RenderedPrompt> RequestBuilder::RenderChat(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt, std::span<const ChatTool> tools) {
+                                                    bool add_generation_prompt, std::span<const ChatTool> tools,
+                                                    const ChatExtras& extras) {
   const ChatTemplate& tmpl = chat_template();
-  ASSIGN_OR_RETURN(RenderedChat rendered, tmpl.RenderChat(messages, add_generation_prompt, tools));
+  ASSIGN_OR_RETURN(RenderedChat rendered, tmpl.RenderChat(messages, add_generation_prompt, tools, extras));
   RenderedPrompt out;
   out.tokens = tmpl.Encode(rendered, ctx_->engine->model().tokenizer());
   out.text = std::move(rendered.text);
@@ -71,7 +72,7 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
     // prefix; only the constraint and the parsing need a choice other than none.
     std::vector<ChatTool> tools;
     for (const ToolDefinition& t : in.tools.tools) tools.push_back(t.chat);
-    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, /*add_generation_prompt=*/true, tools);
+    StatusOr<RenderedPrompt> rendered = RenderChat(in.messages, in.add_generation_prompt, tools, in.chat_extras);
     if (!rendered.ok()) {
       *error = ApiError{rendered.status(), "messages", "", 0};
       return false;

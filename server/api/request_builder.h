@@ -59,6 +59,8 @@ struct GenerationInput {
   std::string model;                  // "" = the served model
   std::vector<PromptInput> prompts;   // completions: one engine request per prompt
   std::vector<ChatMessage> messages;  // chat
+  ChatExtras chat_extras;             // chat: chat_template_kwargs, continue_final_message
+  bool add_generation_prompt = true;  // chat: the template's assistant header ends the prompt
   SamplingParams sampling;            // max_tokens is decided by the builder
   std::optional<int> max_tokens;      // as the client gave it
   int n = 1;
@@ -114,7 +116,8 @@ class RequestBuilder {
   // The chat template's rendering and tokens (tokenize endpoints). INVALID_ARGUMENT for
   // messages the template refuses.
   [[nodiscard]] StatusOr<RenderedPrompt> RenderChat(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt, std::span<const ChatTool> tools = {});
+                                                    bool add_generation_prompt, std::span<const ChatTool> tools = {},
+                                                    const ChatExtras& extras = {});
 
   // OK when `model` is "" or the served model's id, else NOT_FOUND.
   [[nodiscard]] Status CheckModel(const std::string& model) const;

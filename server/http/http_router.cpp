@@ -20,7 +20,7 @@ namespace kvserve {
 namespace {
 
 enum class Route {
-  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kDetokenize, kDebugCache,
+  kCompletions, kChat, kModels, kModel, kHealth, kReady, kMetrics, kTokenize, kApplyTemplate, kDetokenize, kDebugCache,
   kConsole, kCacheBlocks, kPins, kPin, kSession, kResponses, kResponse
 };
 
@@ -62,6 +62,7 @@ std::optional<RouteSpec> FindRoute(std::string_view path) {
   if (path == "/ready") return RouteSpec{Route::kReady, "GET", Access::kObservability};
   if (path == "/metrics") return RouteSpec{Route::kMetrics, "GET", Access::kObservability};
   if (path == "/tokenize") return RouteSpec{Route::kTokenize, "POST"};
+  if (path == "/apply-template") return RouteSpec{Route::kApplyTemplate, "POST"};
   if (path == "/detokenize") return RouteSpec{Route::kDetokenize, "POST"};
   if (path == "/debug/cache") return RouteSpec{Route::kDebugCache, "GET", Access::kKey, /*waits_for_engine=*/true};
   if (path == "/v1/cache/blocks") {
@@ -249,6 +250,9 @@ HttpRouter::Result HttpRouter::Handle(const HttpRequestInfo& request) {
     case Route::kTokenize:
       result.reply = Tokenize(request);
       return result;
+    case Route::kApplyTemplate:
+      result.reply = ApplyTemplate(request);
+      return result;
     case Route::kDebugCache: {
       // Debug only (--enable-debug-endpoints): the check runs on the engine thread.
       KvCacheStats stats;
@@ -331,9 +335,21 @@ HttpReply HttpRouter::Tokenize(const HttpRequestInfo& request) {
     return TokenizeReply(ctx_->engine->model().tokenizer().Encode(t.text, t.add_special_tokens),
                          builder_.max_model_len());
   }
-  StatusOr<RenderedPrompt> rendered = builder_.RenderChat(t.messages, t.add_generation_prompt);
+  StatusOr<RenderedPrompt> rendered = builder_.RenderChat(t.messages, t.add_generation_prompt, {}, t.chat_extras);
   if (!rendered.ok()) return ErrorReply(ApiError{rendered.status(), "messages", "", 0});
   return TokenizeReply(rendered->tokens, builder_.max_model_len());
+}
+
+HttpReply HttpRouter::ApplyTemplate(const HttpRequestInfo& request) {
+  OpenAiRequest q;
+  ApiError error;
+  if (!ParseOpenAiRequest(request.body, ApiKind::kChat, &q, &error)) return ErrorReply(error);
+  if (Status model = builder_.CheckModel(q.model); !model.ok()) return Error(model, "model_not_found", "model");
+  std::vector<ChatTool> tools;
+  for (const ToolDefinition& t : q.tools.tools) tools.push_back(t.chat);
+  StatusOr<RenderedPrompt> rendered = builder_.RenderChat(q.messages, q.add_generation_prompt, tools, q.chat_extras);
+  if (!rendered.ok()) return ErrorReply(ApiError{rendered.status(), "messages", "", 0});
+  return DetokenizeReply(rendered->text);  // {"prompt": text}, as llama.cpp answers
 }
 
 HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant) {

@@ -69,6 +69,8 @@ class HttpRouter {
  private:
   Result Generate(const HttpRequestInfo& request, ApiKind kind, const std::string& tenant);
   HttpReply Tokenize(const HttpRequestInfo& request);
+  // POST /apply-template (llama.cpp's): a chat request in, {"prompt": the rendered text} out.
+  HttpReply ApplyTemplate(const HttpRequestInfo& request);
   // /v1/cache/pins (GET lists, POST pins) and /v1/cache/pins/{id} (DELETE); http_pins.cpp.
   HttpReply Pins(const HttpRequestInfo& request, std::string_view pin_id, const std::string& tenant);
   // /v1/responses and /v1/responses/{id}[/input_items] (`rest`: what follows the prefix);

@@ -206,6 +206,14 @@ bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReade
     } else {
       return r->Fail(where + ".content", fmt::format("'{}.content' must be a string or an array of parts", where));
     }
+    for (const char* field : {"reasoning_content", "reasoning"}) {  // llama.cpp's and DeepSeek's name; vLLM's
+      auto reasoning = msg.find(field);
+      if (reasoning == msg.end() || reasoning->is_null()) continue;
+      if (!reasoning->is_string() || out.role != "assistant") {
+        return r->Fail(where + "." + field, fmt::format("'{}.{}' must be a string on an assistant message", where, field));
+      }
+      out.reasoning_content = reasoning->get<std::string>();
+    }
     if (ApiError e; !input_items && !ParseMessageToolFields(msg, where, &out, &e)) {
       return r->Fail(e.param, e.status.message());
     }
@@ -213,6 +221,27 @@ bool ParseMessages(const json& m, std::vector<ChatMessage>* messages, FieldReade
   }
   NameToolResults(messages);
   return true;
+}
+
+// chat_template_kwargs, add_generation_prompt and continue_final_message (vLLM's extensions).
+void ParseTemplateFields(FieldReader* r, GenerationInput* q) {
+  if (const json* kwargs = r->Get("chat_template_kwargs"); kwargs != nullptr && !kwargs->is_null()) {
+    if (!kwargs->is_object()) {
+      r->Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      return;
+    }
+    q->chat_extras.variables_json = kwargs->dump();
+  }
+  r->Bool("add_generation_prompt", &q->add_generation_prompt);
+  r->Bool("continue_final_message", &q->chat_extras.continue_final_message);
+  if (q->chat_extras.continue_final_message && q->add_generation_prompt) {
+    // vLLM's default add_generation_prompt is true; a client continuing a message means false.
+    if (r->Get("add_generation_prompt") != nullptr) {
+      r->Fail("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+      return;
+    }
+    q->add_generation_prompt = false;
+  }
 }
 
 bool ParseStop(const json& s, std::vector<std::string>* stop, FieldReader* r) {
@@ -388,6 +417,7 @@ bool ParseOpenAiRequest(std::string_view body, ApiKind kind, OpenAiRequest* out,
       ParseMessages(*m, &q.messages, &r);
     }
     if (ApiError e; r.ok() && !ParseToolFields(j, &q.tools, &e)) r.Fail(e.param, e.status.message());
+    ParseTemplateFields(&r, &q);
     r.Bool("logprobs", &q.logprobs);
     int top = 0;
     const bool has_top = r.Int("top_logprobs", &top, 0, SamplingParams::kMaxLogprobs);
@@ -502,7 +532,10 @@ bool ParseTokenizeRequest(std::string_view body, TokenizeRequest* out, ApiError*
   r.String("model", &out->model);
   if (const json* m = r.Get("messages")) {
     ParseMessages(*m, &out->messages, &r);
-    r.Bool("add_generation_prompt", &out->add_generation_prompt);
+    GenerationInput chat;
+    ParseTemplateFields(&r, &chat);
+    out->add_generation_prompt = chat.add_generation_prompt;
+    out->chat_extras = std::move(chat.chat_extras);
     return r.ok();
   }
   const char* field = r.Get("prompt") != nullptr ? "prompt" : "text";

@@ -67,14 +67,16 @@ struct ResponsesRequest {
 [[nodiscard]] bool ParseResponsesRequest(std::string_view body, ResponsesRequest* out, ApiError* error);
 
 // POST /tokenize: {"prompt" | "text": string, "add_special_tokens": bool = true}, or
-// {"messages": [...], "add_generation_prompt": bool = true} (rendered with the chat template,
-// as vLLM's /tokenize and kvserve's gRPC Tokenize do); "model" as for generation.
+// {"messages": [...], "add_generation_prompt": bool = true, "chat_template_kwargs",
+// "continue_final_message"} (rendered with the chat template, as vLLM's /tokenize and kvserve's
+// gRPC Tokenize do); "model" as for generation.
 struct TokenizeRequest {
   std::string model;
   std::string text;
   bool add_special_tokens = true;
   std::vector<ChatMessage> messages;  // non-empty: a chat prompt
   bool add_generation_prompt = true;
+  ChatExtras chat_extras;             // chat_template_kwargs, continue_final_message
 };
 [[nodiscard]] bool ParseTokenizeRequest(std::string_view body, TokenizeRequest* out, ApiError* error);
 

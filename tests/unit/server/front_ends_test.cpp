@@ -49,6 +49,7 @@ class FrontEndsTest : public ::testing::Test {
     ctx_.options.http_port = 0;
     ctx_.options.http_threads = 1;
     ctx_.options.api_keys = keys;
+    ctx_.options.chat_template = chat_template_;
     ctx_.loading = false;
     router_ = std::make_unique<HttpRouter>(&ctx_);
     auto grpc_server = GrpcServer::Start(&ctx_);
@@ -106,6 +107,7 @@ class FrontEndsTest : public ::testing::Test {
     return r;
   }
 
+  std::string chat_template_;  // --chat-template (set before Start)
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Engine> engine_;
   ServerContext ctx_;
@@ -441,6 +443,41 @@ TEST_F(FrontEndsTest, StructuredOutputsOverHttp) {
   grpc::Status st = stub_->Generate(Context().get(), greq, &response);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("not at /"), std::string::npos) << st.error_message();
+}
+
+// Issue 55: a Jinja template given as --chat-template renders every chat request, with the
+// request's chat_template_kwargs and add_generation_prompt; /apply-template shows the text,
+// /tokenize its tokens, and a template that raises refuses the request with its message.
+TEST_F(FrontEndsTest, ChatRendersWithTheGivenJinjaTemplate) {
+  chat_template_ =
+      "{%- if messages[0].role == 'system' and messages | length == 1 %}{{ raise_exception('a system message "
+      "alone') }}{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{%- if add_generation_prompt %}<assistant>{% if enable_thinking is defined and not enable_thinking %}"
+      "[nothink]{% endif %}{% endif %}";
+  Start(::kvserve::testing::TestConfig());
+  const json hi = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto [s1, b1] = Http("POST", "/apply-template", {{"messages", hi}});
+  EXPECT_EQ(s1, 200);
+  EXPECT_EQ(b1["prompt"], "<user>Hi<assistant>");
+  auto [s2, b2] = Http("POST", "/apply-template", {{"messages", hi}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(b2["prompt"], "<user>Hi<assistant>[nothink]");
+  auto [s3, b3] = Http("POST", "/apply-template", {{"messages", hi}, {"add_generation_prompt", false}});
+  EXPECT_EQ(b3["prompt"], "<user>Hi");
+  auto [s4, b4] = Http("POST", "/v1/chat/completions",
+                       {{"messages", json::array({{{"role", "system"}, {"content", "x"}}})}, {"max_tokens", 2}});
+  EXPECT_EQ(s4, 400);
+  EXPECT_EQ(b4["error"]["message"], "a system message alone");
+  // /tokenize gives the tokens the chat request is prompted with.
+  auto [s5, b5] = Http("POST", "/tokenize", {{"messages", hi}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  auto [s6, b6] = Http("POST", "/tokenize", {{"prompt", "<user>Hi<assistant>[nothink]"}});
+  EXPECT_EQ(b5["tokens"], b6["tokens"]);
+  auto [s7, b7] = Http("POST", "/v1/chat/completions",
+                       {{"messages", hi}, {"chat_template_kwargs", {{"enable_thinking", false}}}, {"max_tokens", 2}});
+  EXPECT_EQ(s7, 200);
+  EXPECT_EQ(b7["usage"]["prompt_tokens"], b5["count"]);
+  auto [s8, b8] = Http("POST", "/v1/chat/completions", {{"messages", hi}, {"chat_template_kwargs", "no"}});
+  EXPECT_EQ(s8, 400);
+  EXPECT_EQ(b8["error"]["param"], "chat_template_kwargs");
 }
 
 }  // namespace front_ends_test
