@@ -400,6 +400,10 @@ void RegisterServeCommand(CommandRegistry& registry) {
   sub->add_option("--chat-template", o->chat_template_file,
                   "A file with a Jinja chat template to use instead of the model's (tokenizer.chat_template)")
       ->check(CLI::ExistingFile);
+  sub->add_option("--reasoning-format", s.reasoning_format,
+                  "auto: a reply's <think>...</think> part is returned apart (message.reasoning_content and "
+                  "reasoning) for templates that write those tags; none: as content")
+      ->check(CLI::IsMember({"auto", "none"}));
   sub->add_option("--host", s.host, "Address to listen on (HTTP and gRPC)");
   sub->add_option("--http-port", s.http_port, "HTTP port (0: pick a free one; printed at start)")
       ->check(CLI::Range(0, 65535));

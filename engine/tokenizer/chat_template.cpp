@@ -144,6 +144,7 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
     return c;
   }
   c.jinja_ = std::move(parsed).value();
+  c.think_tags_ = Contains(t, "<think>") && Contains(t, "</think>");
   const Vocab& vocab = tok.vocab();
   for (size_t id = 0; id < vocab.types.size() && id < vocab.tokens.size(); ++id) {
     const TokenType type = vocab.types[id];

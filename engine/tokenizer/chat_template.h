@@ -171,6 +171,8 @@ class ChatTemplate {
   std::string_view family_name() const;
   // Whether the model's own template renders (see "The model's template" above).
   bool is_jinja() const { return jinja_ != nullptr; }
+  // Whether the model's template writes <think>...</think> (its replies may carry reasoning).
+  bool writes_think_tags() const { return think_tags_; }
   // Why a template text given to Detect is not rendered as Jinja ("" when it is, or none was given).
   const std::string& jinja_error() const { return jinja_error_; }
   Kind kind() const { return kind_; }
@@ -215,6 +217,7 @@ class ChatTemplate {
   JinjaTemplate jinja_;          // the model's template, when it parses
   bool jinja_renders_tools_ = false;  // the template renders tools and calls in tool_format_
   bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
+  bool think_tags_ = false;
   // Texts of the vocabulary's control tokens, longest first: never control tokens when a
   // client's string carries them (chat_jinja.cpp).
   std::vector<std::string> control_texts_;

@@ -65,7 +65,8 @@ StatusOr<RenderedPrompt> RequestBuilder::RenderChat(const std::vector<ChatMessag
 }
 
 bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector<int32_t>>* prompts,
-                              std::vector<std::string>* echo, ApiError* error) {
+                              SubmittedRequests* out, ApiError* error) {
+  std::vector<std::string>* echo = &out->echo;
   const Tokenizer& tok = ctx_->engine->model().tokenizer();
   if (in.kind == ApiKind::kChat) {
     // Shown under tool_choice none too (as vLLM does), so the turns of a tool loop share their
@@ -79,6 +80,9 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
     }
     prompts->push_back(std::move(rendered->tokens));
     echo->emplace_back();
+    out->reasoning = ctx_->options.reasoning_format != "none" && chat_template().writes_think_tags();
+    const std::string_view prompt = StripPythonWhitespace(rendered->text);
+    out->reasoning_open = out->reasoning && prompt.ends_with("<think>");
     return true;
   }
   if (in.prompts.empty()) {
@@ -131,14 +135,14 @@ bool RequestBuilder::BuildPin(const GenerationInput& input, const Caller& caller
   in.echo = false;
   in.max_tokens = 1;
   std::vector<GenerationRequest> requests;
-  std::vector<std::string> echo;
-  if (!Build(in, caller, &requests, &echo, error)) return false;
+  SubmittedRequests unused;
+  if (!Build(in, caller, &requests, &unused, error)) return false;
   *out = std::move(requests.front());
   return true;
 }
 
 bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std::vector<GenerationRequest>* requests,
-                           std::vector<std::string>* echo, ApiError* error) {
+                           SubmittedRequests* out, ApiError* error) {
   if (ctx_->loading || ctx_->engine == nullptr) {
     *error = ApiError{UnavailableError("the model is loading; retry shortly"), "", "service_unavailable", 0};
     return false;
@@ -161,7 +165,7 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     return false;
   }
   std::vector<std::vector<int32_t>> prompts;
-  if (!Tokenize(in, &prompts, echo, error)) return false;
+  if (!Tokenize(in, &prompts, out, error)) return false;
 
   GenerationRequest base;
   base.sampling = in.sampling;
@@ -221,7 +225,7 @@ bool RequestBuilder::Submit(const GenerationInput& in, const Caller& caller, Sub
   out->streams.clear();
   out->echo.clear();
   out->prompt_lengths.clear();
-  if (!Build(in, caller, &requests, &out->echo, error)) {
+  if (!Build(in, caller, &requests, out, error)) {
     ctx_->CountRejected();
     return false;
   }

@@ -89,6 +89,10 @@ struct SubmittedRequests {
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<std::string> echo;   // per prompt: text prepended to each choice ("" without echo)
   std::vector<int> prompt_lengths; // per prompt, in tokens
+  // Chat: the replies carry reasoning in <think> tags (server/api/reasoning.h), and the prompt
+  // already opened one.
+  bool reasoning = false;
+  bool reasoning_open = false;
 };
 
 // A chat prompt as the model sees it.
@@ -132,11 +136,10 @@ class RequestBuilder {
  private:
   // Everything up to Engine::Submit.
   [[nodiscard]] bool Build(const GenerationInput& input, const Caller& caller,
-                           std::vector<GenerationRequest>* requests, std::vector<std::string>* echo,
-                           ApiError* error);
+                           std::vector<GenerationRequest>* requests, SubmittedRequests* out, ApiError* error);
   // One engine request per prompt (token ids only; the rest is filled by Build).
   [[nodiscard]] bool Tokenize(const GenerationInput& input, std::vector<std::vector<int32_t>>* prompts,
-                              std::vector<std::string>* echo, ApiError* error);
+                              SubmittedRequests* out, ApiError* error);
 
   ServerContext* const ctx_;
   std::once_flag template_once_;

@@ -27,6 +27,8 @@ struct ServerOptions {
   int grammar_compile_slots = 0;
   // --chat-template: a Jinja chat template that replaces the model's ("": the model's own).
   std::string chat_template;
+  // --reasoning-format: "auto" (a reply's <think> part is returned apart) or "none" (as content).
+  std::string reasoning_format = "auto";
   std::vector<std::string> api_keys;   // empty: no auth
   bool protect_observability = false;  // also require the key for /health, /ready, /metrics
   size_t max_body_bytes = 8 << 20;     // larger request bodies: 413

@@ -39,6 +39,9 @@ GenerationJob::GenerationJob(Engine* engine, const Tokenizer* tokenizer, Respons
   if (meta_.tools && meta_.kind == ApiKind::kChat && !meta_.responses) {
     for (Choice& c : choices_) c.tools = std::make_unique<ToolCallParser>(*meta_.tools);
   }
+  if (meta_.reasoning && meta_.kind == ApiKind::kChat && !meta_.responses) {
+    for (Choice& c : choices_) c.reasoning = std::make_unique<ReasoningParser>(ReasoningTags{}, meta_.reasoning_open);
+  }
 }
 
 GenerationJob::~GenerationJob() {
@@ -148,6 +151,21 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
       chunk.first = false;
     }
     c.started = true;
+    if (c.reasoning) {  // the reasoning apart; the rest is the content
+      ReasoningParser::Delta r = c.reasoning->Feed(text);
+      if (normal_finish) {
+        ReasoningParser::Delta end = c.reasoning->Finish();
+        r.reasoning += end.reasoning;
+        r.content += end.content;
+      }
+      text = std::move(r.content);
+      if (!r.reasoning.empty()) {
+        ChunkChoice thought;
+        thought.index = index;
+        thought.reasoning = std::move(r.reasoning);
+        *out += FormatChunkEvent(meta_, thought, *tok_);
+      }
+    }
     ToolCallParser::Delta parsed;
     if (c.tools) {  // content and call fragments instead of the text
       parsed = c.tools->Feed(text);
@@ -210,6 +228,12 @@ HttpReply GenerationJob::FinalReply() {
     r.logprobs = prompt_logprobs;
     r.logprobs.insert(r.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
     r.finish = c.finish;
+    if (c.reasoning) {
+      (void)c.reasoning->Feed(r.text);
+      (void)c.reasoning->Finish();
+      r.reasoning = c.reasoning->reasoning();
+      r.text = c.reasoning->content();
+    }
     if (c.tools) {
       (void)c.tools->Feed(r.text);
       (void)c.tools->Finish();

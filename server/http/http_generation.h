@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "server/http/http_types.h"
+#include "server/api/reasoning.h"
 #include "server/http/openai_format.h"
 
 namespace kvserve {
@@ -76,6 +77,7 @@ class GenerationJob {
     bool started = false;    // streaming: the first chunk was sent
     int text_offset = 0;     // bytes of text sent so far (echo included)
     std::unique_ptr<ToolCallParser> tools;  // chat with tools: reads calls out of the text
+    std::unique_ptr<ReasoningParser> reasoning;  // chat: takes the <think> part apart first
   };
 
   // Moves new deltas into pending_ and updates done flags; returns whether all are done.

@@ -376,6 +376,8 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
   meta.logprobs = q.logprobs;
   meta.include_usage = q.stream && q.include_usage;
   if (q.tools.active()) meta.tools = builder_.chat_template().tool_format();
+  meta.reasoning = submitted.reasoning;
+  meta.reasoning_open = submitted.reasoning_open;
   result.id = meta.id;
   result.job = std::make_unique<GenerationJob>(&engine, &engine.model().tokenizer(), std::move(meta), q.stream, q.n,
                                                std::move(submitted.streams), std::move(submitted.echo),

@@ -122,6 +122,10 @@ std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResul
     choice["index"] = c.index;
     if (meta.kind == ApiKind::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) {  // llama.cpp's and DeepSeek's field, and vLLM's
+        choice["message"]["reasoning_content"] = c.reasoning;
+        choice["message"]["reasoning"] = c.reasoning;
+      }
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;
         choice["message"]["tool_calls"] = ToolCallsJson(c.tool_calls);
@@ -147,6 +151,10 @@ std::string FormatChunkEvent(const ResponseMeta& meta, const ChunkChoice& c, con
     json delta = json::object();
     if (c.first) delta["role"] = "assistant";
     if (c.first || !c.text.empty()) delta["content"] = c.text;
+    if (!c.reasoning.empty()) {
+      delta["reasoning_content"] = c.reasoning;
+      delta["reasoning"] = c.reasoning;
+    }
     if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCallDeltasJson(c.tool_calls);
     choice["delta"] = std::move(delta);
     choice["logprobs"] = meta.logprobs && !c.logprobs.empty() ? ChatLogprobs(c.logprobs, tok) : json(nullptr);

@@ -58,6 +58,10 @@ struct ResponseMeta {
   std::shared_ptr<ResponsesTurn> responses;
   // Chat with tools the model may call: the replies are read for calls in this format.
   std::optional<ToolFormat> tools;
+  // Chat: the replies' <think> part is returned apart (reasoning_content and reasoning); the
+  // prompt already opened it.
+  bool reasoning = false;
+  bool reasoning_open = false;
 };
 
 // One choice of a complete (non-streaming) response.
@@ -68,6 +72,7 @@ struct ChoiceResult {
   int text_offset_base = 0;              // bytes of echoed prompt before the first token
   std::optional<FinishReason> finish;
   std::vector<ToolCall> tool_calls;      // chat: message.tool_calls (finish "tool_calls")
+  std::string reasoning;                 // chat: message.reasoning_content and .reasoning
 };
 
 // One choice's part of a streaming chunk.
@@ -79,6 +84,7 @@ struct ChunkChoice {
   int text_offset = 0;                   // completions: offset of this text in the choice
   std::optional<FinishReason> finish;
   std::span<const ToolCallParser::CallFragment> tool_calls;  // chat: delta.tool_calls
+  std::string reasoning;                 // chat: delta.reasoning_content and delta.reasoning
   bool called_tools = false;             // with finish: "tool_calls" instead of "stop"
 };
 

@@ -480,5 +480,56 @@ TEST_F(FrontEndsTest, ChatRendersWithTheGivenJinjaTemplate) {
   EXPECT_EQ(b8["error"]["param"], "chat_template_kwargs");
 }
 
+// Issue 55: with a template whose generation prompt opens <think>, the reply is reasoning until
+// it closes the tag: message.reasoning_content and .reasoning (and the streamed deltas) carry
+// exactly the text a plain completion of the same prompt gives, and the content stays empty.
+TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
+  chat_template_ = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant><think>\n"
+                   "{#- a reply ends its thinking with </think> #}";
+  Start(::kvserve::testing::TestConfig());
+  const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Once upon a time"}}})},
+                     {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+  auto [s1, b1] = Http("POST", "/apply-template", chat);
+  ASSERT_EQ(s1, 200);
+  auto [s2, plain] = Http("POST", "/v1/completions", {{"prompt", b1["prompt"]}, {"max_tokens", 12}, {"temperature", 0},
+                                                      {"ignore_eos", true}});
+  ASSERT_EQ(s2, 200);
+  const std::string expected = plain["choices"][0]["text"];
+  ASSERT_FALSE(expected.empty());
+  auto [s3, reply] = Http("POST", "/v1/chat/completions", chat);
+  ASSERT_EQ(s3, 200) << reply.dump();
+  const json& message = reply["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], expected);
+  EXPECT_EQ(message["reasoning"], expected);
+  EXPECT_EQ(message["content"], "");
+  // Streamed: the reasoning deltas add up to the same text; no content delta carries it.
+  json streamed = chat;
+  streamed["stream"] = true;
+  HttpRequestInfo r;
+  r.method = "POST";
+  r.target = "/v1/chat/completions";
+  r.body = streamed.dump();
+  HttpRouter::Result result = router_->Handle(r);
+  ASSERT_TRUE(result.job);
+  std::string sse;
+  ASSERT_TRUE(WaitFor([&] {
+    GenerationJob::Output out = result.job->Poll();
+    sse += out.body;
+    return out.finished;
+  }, 60));
+  std::string reasoning, reasoning_alias, content;
+  for (size_t at = sse.find("data: "); at != std::string::npos; at = sse.find("data: ", at + 1)) {
+    const json event = json::parse(sse.substr(at + 6, sse.find('\n', at) - at - 6), nullptr, false);
+    if (!event.is_object() || event["choices"].empty()) continue;
+    const json& delta = event["choices"][0]["delta"];
+    reasoning += delta.value("reasoning_content", "");
+    reasoning_alias += delta.value("reasoning", "");
+    content += delta.value("content", "");
+  }
+  EXPECT_EQ(reasoning, expected);
+  EXPECT_EQ(reasoning_alias, expected);
+  EXPECT_EQ(content, "");
+}
+
 }  // namespace front_ends_test
 }  // namespace kvserve
