@@ -311,9 +311,12 @@ int RunServe(ServeOptions& o) {
                        kExitUsageError);
   }
   if (chat_template.is_jinja()) {
-    LOG_INFO("chat template: {} (Jinja; looks like {}, tool calls: {})",
+    LOG_INFO("chat template: {} (Jinja; {}; tool calls: {}{})",
              overridden ? "--chat-template " + o.chat_template_file : std::string("the model's own"),
-             chat_template.family_name(), ToolFormatName(chat_template.tool_format()));
+             chat_template.family_recognized() ? "looks like " + std::string(chat_template.family_name())
+                                               : std::string("no built-in family"),
+             ToolFormatName(chat_template.tool_format()),
+             chat_template.writes_think_tags() ? "; reasoning in <think> tags" : "");
   } else if (template_text.empty()) {
     LOG_WARN("chat template: the model has none; chat requests use the built-in {} format (tool calls: {}); "
              "give one with --chat-template FILE", chat_template.name(), ToolFormatName(chat_template.tool_format()));

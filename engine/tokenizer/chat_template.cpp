@@ -194,8 +194,9 @@ ChatTemplate ChatTemplate::DetectFamily(std::string_view t, const Tokenizer& tok
     return ChatTemplate(Kind::kZephyr, bos, eos, "", "");
   }
   // Fallback: absent or unknown template.
-  if (tok.FindToken("<|im_start|>") >= 0) return ChatTemplate(Kind::kChatml, bos, eos, "", "");
-  return ChatTemplate(Kind::kPlain, bos, eos, "", "");
+  ChatTemplate fallback(tok.FindToken("<|im_start|>") >= 0 ? Kind::kChatml : Kind::kPlain, bos, eos, "", "");
+  fallback.family_recognized_ = false;
+  return fallback;
 }
 
 std::string_view ChatTemplate::name() const { return jinja_ ? "jinja" : family_name(); }

@@ -167,8 +167,10 @@ class ChatTemplate {
   // "plain", "chatml", "llama2", "mistral", "mistral-v0.1", "llama3", "llama3.1", "zephyr".
   std::string_view name() const;
   // The family the template text looks like (its tool-call format follows it); name() of the
-  // hand-written renderer.
+  // hand-written renderer. family_recognized(): the text is one of the families (not the
+  // fallback for an absent or unknown template).
   std::string_view family_name() const;
+  bool family_recognized() const { return family_recognized_; }
   // Whether the model's own template renders (see "The model's template" above).
   bool is_jinja() const { return jinja_ != nullptr; }
   // Whether the model's template writes <think>...</think> (its replies may carry reasoning).
@@ -218,6 +220,7 @@ class ChatTemplate {
   bool jinja_renders_tools_ = false;  // the template renders tools and calls in tool_format_
   bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
   bool think_tags_ = false;
+  bool family_recognized_ = true;
   // Texts of the vocabulary's control tokens, longest first: never control tokens when a
   // client's string carries them (chat_jinja.cpp).
   std::vector<std::string> control_texts_;
