@@ -112,7 +112,8 @@ HttpRouter::Result HttpRouter::Responses(const HttpRequestInfo& request, std::st
   meta.id = info.id;
   meta.created = info.created_at;
   meta.model = ctx_->model_id;
-  meta.responses = std::make_shared<ResponsesTurn>(std::move(info), responses_);
+  meta.responses = std::make_shared<ResponsesTurn>(std::move(info), responses_, submitted.reasoning,
+                                                  submitted.reasoning_open);
   result.id = meta.id;
   Engine& engine = *ctx_->engine;
   result.job = std::make_unique<GenerationJob>(&engine, &engine.model().tokenizer(), std::move(meta), q.stream, 1,

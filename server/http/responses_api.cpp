@@ -22,13 +22,26 @@ json Message(const std::string& id, const char* status, const json& content) {
   return {{"id", id}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
+json Reasoning(const std::string& id, const char* status, const std::string& text) {
+  return {{"id", id},
+          {"type", "reasoning"},
+          {"status", status},
+          {"summary", json::array()},
+          {"content", text.empty() ? json::array() : json::array({{{"type", "reasoning_text"}, {"text", text}}})}};
+}
+
 }  // namespace
 
 // ---- ResponsesTurn -----------------------------------------------------------------------------
 
-ResponsesTurn::ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store)
-    : info_(std::move(info)), store_(std::move(store)), message_id_("msg_" + info_.id.substr(info_.id.find('_') + 1)) {
+ResponsesTurn::ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store, bool reasoning,
+                             bool reasoning_open)
+    : info_(std::move(info)),
+      store_(std::move(store)),
+      message_id_("msg_" + info_.id.substr(info_.id.find('_') + 1)),
+      reasoning_id_("rs_" + info_.id.substr(info_.id.find('_') + 1)) {
   if (info_.store && store_) store_->Begin(info_.tenant, info_.id, info_.session_id);
+  if (reasoning) reasoning_ = std::make_unique<ReasoningParser>(ReasoningTags{}, reasoning_open);
 }
 
 ResponsesTurn::~ResponsesTurn() {
@@ -50,9 +63,7 @@ std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage,
             {"instructions", info_.instructions ? json(*info_.instructions) : json(nullptr)},
             {"max_output_tokens", info_.max_output_tokens ? json(*info_.max_output_tokens) : json(nullptr)},
             {"model", info_.model},
-            {"output", done ? json::array({Message(message_id_, cut ? "incomplete" : "completed",
-                                                    json::array({OutputText(text_)}))})
-                            : json::array()},
+            {"output", json::array()},
             {"parallel_tool_calls", true},
             {"previous_response_id", info_.previous_response_id.empty() ? json(nullptr)
                                                                         : json(info_.previous_response_id)},
@@ -68,6 +79,8 @@ std::string ResponsesTurn::Object(const char* status, const RequestUsage* usage,
             {"user", info_.user.empty() ? json(nullptr) : json(info_.user)},
             {"metadata", json::object()}};
   if (done) {
+    if (!reasoning_text_.empty()) o["output"].push_back(Reasoning(reasoning_id_, "completed", reasoning_text_));
+    o["output"].push_back(Message(message_id_, cut ? "incomplete" : "completed", json::array({OutputText(text_)})));
     o["usage"] = {{"input_tokens", usage->prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", usage->cached_prompt_tokens}}},
                   {"output_tokens", usage->completion_tokens},
@@ -90,30 +103,78 @@ std::string ResponsesTurn::StartEvents() {
   const std::string pending = Object("in_progress", nullptr, std::nullopt, info_.store);
   out += Event("response.created", "\"response\":" + pending);
   out += Event("response.in_progress", "\"response\":" + pending);
+  if (!reasoning_) out += OpenMessage();  // else when the content starts
+  return out;
+}
+
+std::string ResponsesTurn::OpenMessage() {
+  message_open_ = true;
+  const std::string index = std::to_string(message_index());
   const json item = Message(message_id_, "in_progress", json::array());
-  out += Event("response.output_item.added", "\"output_index\":0,\"item\":" + DumpJson(item));
+  std::string out = Event("response.output_item.added", "\"output_index\":" + index + ",\"item\":" + DumpJson(item));
   const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-  out += Event("response.content_part.added", "\"item_id\":" + DumpJson(message_id_) +
-                                                  ",\"output_index\":0,\"content_index\":0,\"part\":" + DumpJson(part));
+  out += Event("response.content_part.added", "\"item_id\":" + DumpJson(message_id_) + ",\"output_index\":" + index +
+                                                  ",\"content_index\":0,\"part\":" + DumpJson(part));
+  return out;
+}
+
+std::string ResponsesTurn::CloseReasoning() {
+  if (!reasoning_open_) return "";
+  reasoning_open_ = false;
+  const std::string where = "\"item_id\":" + DumpJson(reasoning_id_) + ",\"output_index\":0,\"content_index\":0";
+  std::string out = Event("response.reasoning_text.done", where + ",\"text\":" + DumpJson(reasoning_text_));
+  out += Event("response.output_item.done",
+               "\"output_index\":0,\"item\":" + DumpJson(Reasoning(reasoning_id_, "completed", reasoning_text_)));
+  return out;
+}
+
+std::string ResponsesTurn::ReasoningEvents(const std::string& text) {
+  if (text.empty()) return "";
+  std::string out;
+  if (!reasoning_open_ && reasoning_text_.empty()) {
+    reasoning_open_ = true;
+    out += Event("response.output_item.added",
+                 "\"output_index\":0,\"item\":" + DumpJson(Reasoning(reasoning_id_, "in_progress", "")));
+  }
+  reasoning_text_ += text;
+  out += Event("response.reasoning_text.delta", "\"item_id\":" + DumpJson(reasoning_id_) +
+                                                    ",\"output_index\":0,\"content_index\":0,\"delta\":" + DumpJson(text));
+  return out;
+}
+
+std::string ResponsesTurn::ContentEvents(const std::string& text) {
+  if (text.empty()) return "";
+  std::string out = CloseReasoning();
+  if (!message_open_) out += OpenMessage();
+  text_ += text;
+  out += Event("response.output_text.delta", "\"item_id\":" + DumpJson(message_id_) + ",\"output_index\":" +
+                                                 std::to_string(message_index()) + ",\"content_index\":0,\"delta\":" +
+                                                 DumpJson(text) + ",\"logprobs\":[]");
   return out;
 }
 
 std::string ResponsesTurn::DeltaEvent(const std::string& text) {
-  text_ += text;
-  return Event("response.output_text.delta", "\"item_id\":" + DumpJson(message_id_) +
-                                                 ",\"output_index\":0,\"content_index\":0,\"delta\":" + DumpJson(text) +
-                                                 ",\"logprobs\":[]");
+  if (!reasoning_) return ContentEvents(text);
+  const ReasoningParser::Delta d = reasoning_->Feed(text);
+  return ReasoningEvents(d.reasoning) + ContentEvents(d.content);
 }
 
 std::string ResponsesTurn::EndEvents(const RequestUsage& usage, std::optional<FinishReason> finish) {
   const bool cut = finish && *finish == FinishReason::kLength;
-  const std::string where = "\"item_id\":" + DumpJson(message_id_) + ",\"output_index\":0,\"content_index\":0";
   std::string out;
+  if (reasoning_) {
+    const ReasoningParser::Delta d = reasoning_->Finish();
+    out += ReasoningEvents(d.reasoning) + ContentEvents(d.content);
+    out += CloseReasoning();
+  }
+  if (!message_open_) out += OpenMessage();
+  const std::string index = std::to_string(message_index());
+  const std::string where = "\"item_id\":" + DumpJson(message_id_) + ",\"output_index\":" + index + ",\"content_index\":0";
   out += Event("response.output_text.done", where + ",\"text\":" + DumpJson(text_) + ",\"logprobs\":[]");
   out += Event("response.content_part.done",
                where + ",\"part\":" + DumpJson({{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}}));
   out += Event("response.output_item.done",
-               "\"output_index\":0,\"item\":" +
+               "\"output_index\":" + index + ",\"item\":" +
                    DumpJson(Message(message_id_, cut ? "incomplete" : "completed", json::array({OutputText(text_)}))));
   const bool stored = WillStore();
   const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish, stored);
@@ -133,6 +194,12 @@ std::string ResponsesTurn::ErrorEvent(const ApiError& error) {
 std::string ResponsesTurn::FinalBody(const std::string& text, const RequestUsage& usage,
                                      std::optional<FinishReason> finish) {
   text_ = text;
+  if (reasoning_) {
+    (void)reasoning_->Feed(text);
+    (void)reasoning_->Finish();
+    reasoning_text_ = reasoning_->reasoning();
+    text_ = reasoning_->content();
+  }
   const bool cut = finish && *finish == FinishReason::kLength;
   const bool stored = WillStore();
   const std::string object = Object(cut ? "incomplete" : "completed", &usage, finish, stored);

@@ -25,6 +25,11 @@
 // "error" event. Usage: {"input_tokens", "input_tokens_details": {"cached_tokens"},
 // "output_tokens", "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens"}.
 //
+// Reasoning (a template that writes <think> tags, server/api/reasoning.h): the output starts
+// with a "reasoning" item ({"type": "reasoning", "summary": [], "content": [{"type":
+// "reasoning_text", "text"}]}) before the message; streamed, its text comes as
+// response.reasoning_text.delta events and the message item opens when the content starts.
+//
 // Thread-safe: the store has its own lock; a ResponsesTurn belongs to one GenerationJob.
 #pragma once
 
@@ -40,6 +45,7 @@
 #include "engine/request.h"
 #include "engine/tokenizer/chat_template.h"
 #include "server/api/error_mapping.h"
+#include "server/api/reasoning.h"
 #include "server/http/response_store.h"
 
 namespace kvserve {
@@ -66,13 +72,16 @@ struct ResponsesTurnInfo {
 // response (when asked) once it completed.
 class ResponsesTurn {
  public:
-  ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store);
+  // `reasoning`: the replies carry reasoning in <think> tags (`open`: the prompt opened one).
+  ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store, bool reasoning = false,
+                bool reasoning_open = false);
   ~ResponsesTurn();
   ResponsesTurn(const ResponsesTurn&) = delete;
   ResponsesTurn& operator=(const ResponsesTurn&) = delete;
 
   std::string StartEvents();                        // created ... content_part.added
-  std::string DeltaEvent(const std::string& text);  // response.output_text.delta
+  // response.output_text.delta (and reasoning_text.delta with reasoning).
+  std::string DeltaEvent(const std::string& text);
   // output_text.done ... response.completed / response.incomplete.
   std::string EndEvents(const RequestUsage& usage, std::optional<FinishReason> finish);
   std::string ErrorEvent(const ApiError& error);
@@ -87,12 +96,24 @@ class ResponsesTurn {
   bool WillStore();
   std::string Event(const std::string& type, std::string fields_json);
   void Store(const std::string& object);
+  // Streaming with reasoning: the events of a reasoning delta / a content delta, opening and
+  // closing the items as the reply moves from one to the other.
+  std::string ReasoningEvents(const std::string& text);
+  std::string ContentEvents(const std::string& text);
+  std::string OpenMessage();
+  std::string CloseReasoning();
+  int message_index() const { return reasoning_text_.empty() ? 0 : 1; }
   bool ended_ = false;  // stored or dropped: the store forgot the running response
 
   ResponsesTurnInfo info_;
   std::shared_ptr<ResponseStore> store_;
   std::string message_id_;
+  std::string reasoning_id_;
   std::string text_;
+  std::string reasoning_text_;
+  std::unique_ptr<ReasoningParser> reasoning_;
+  bool message_open_ = false;    // streaming: its output_item.added was sent
+  bool reasoning_open_ = false;  // streaming: the reasoning item is added and not done
   int sequence_ = 0;
 };
 

@@ -529,6 +529,39 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(reasoning, expected);
   EXPECT_EQ(reasoning_alias, expected);
   EXPECT_EQ(content, "");
+
+  // The Responses API: a reasoning item before the message, streamed and not.
+  const json turn = {{"input", "Once upon a time"}, {"max_output_tokens", 12}, {"temperature", 0}, {"store", false}};
+  auto [s4, response] = Http("POST", "/v1/responses", turn);
+  ASSERT_EQ(s4, 200) << response.dump();
+  ASSERT_EQ(response["output"].size(), 2u) << response.dump();
+  EXPECT_EQ(response["output"][0]["type"], "reasoning");
+  EXPECT_EQ(response["output"][0]["content"][0]["text"], expected);
+  EXPECT_EQ(response["output"][1]["type"], "message");
+  EXPECT_EQ(response["output"][1]["content"][0]["text"], "");
+  json streamed_turn = turn;
+  streamed_turn["stream"] = true;
+  r.target = "/v1/responses";
+  r.body = streamed_turn.dump();
+  HttpRouter::Result turn_result = router_->Handle(r);
+  ASSERT_TRUE(turn_result.job);
+  std::string events;
+  ASSERT_TRUE(WaitFor([&] {
+    GenerationJob::Output out = turn_result.job->Poll();
+    events += out.body;
+    return out.finished;
+  }, 60));
+  std::string thought;
+  int message_index = -1;
+  for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at + 1)) {
+    const json event = json::parse(events.substr(at + 6, events.find('\n', at) - at - 6), nullptr, false);
+    if (event.value("type", "") == "response.reasoning_text.delta") thought += event.value("delta", "");
+    if (event.value("type", "") == "response.output_item.added" && event["item"]["type"] == "message") {
+      message_index = event["output_index"];
+    }
+  }
+  EXPECT_EQ(thought, expected);
+  EXPECT_EQ(message_index, 1);
 }
 
 }  // namespace front_ends_test
