@@ -172,12 +172,13 @@ StatusOr<RenderedChat> ChatTemplate::RenderJinja(std::span<const ChatMessage> me
     // chat_template_kwargs: added, or replacing what kvserve set (as transformers merges them).
     std::optional<Value> kwargs = jinja::ParseJson(extras.variables_json);
     if (!kwargs || !kwargs->is_dict()) return InvalidArgumentError("chat_template_kwargs must be a JSON object");
-    for (const auto& [k, v] : kwargs->dict()) {
-      if (!k.is_string()) continue;
-      const Value escaped = markers.Escape(v);
-      auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& e) { return e.first.str() == k.str(); });
+    for (const auto& member : kwargs->dict()) {
+      const Value& key = member.first;
+      if (!key.is_string()) continue;
+      const Value escaped = markers.Escape(member.second);
+      auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& e) { return e.first.str() == key.str(); });
       if (it != vars.end()) it->second = escaped;
-      else vars.emplace_back(k, escaped);
+      else vars.emplace_back(key, escaped);
     }
   }
   if (markers.overflow()) return InvalidArgumentError("the messages hold too many control-token texts");
