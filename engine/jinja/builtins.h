@@ -28,6 +28,9 @@ Dict Globals();
 // Python's `text % values` for %s, %d, %i, %r, %f and %% (a tuple gives several values).
 Value PercentFormat(const std::string& text, const Value& values);
 
+// Python's `a < b` for the types templates compare (numbers, strings, lists; TemplateError for
+// others).
+bool PythonLess(const Value& a, const Value& b);
 // `item in container` as Python answers it (TemplateError for a container that is none).
 bool Contains(const Value& container, const Value& item);
 // The items a for loop walks: list items, dict keys, string characters; undefined: none.

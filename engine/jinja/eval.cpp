@@ -202,24 +202,20 @@ Value Renderer::Repeat(const Value& a, int64_t times, int line) {
   return Value::FromList(std::move(items), a.is_tuple());
 }
 
-namespace {
-
-// Python's < for the types templates compare (numbers, strings, lists).
-bool Less(const Value& a, const Value& b, int line) {
+bool PythonLess(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
   if (a.is_string() && b.is_string()) return a.str() < b.str();
   if (a.is_list() && b.is_list()) {
     const List& x = a.list();
     const List& y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (x[i] != y[i]) return Less(x[i], y[i], line);
+      if (x[i] != y[i]) return PythonLess(x[i], y[i]);
     }
     return x.size() < y.size();
   }
-  FailAt(line, std::string("'<' not supported between instances of '") + a.TypeName() + "' and '" + b.TypeName() + "'");
+  throw TemplateError(std::string("'<' not supported between instances of '") + a.TypeName() + "' and '" +
+                      b.TypeName() + "'");
 }
-
-}  // namespace
 
 bool Contains(const Value& container, const Value& item) {
   switch (container.type()) {
@@ -246,10 +242,10 @@ Value Renderer::EvalCompare(const Expr& e) {
     bool ok = false;
     if (op == "==") ok = left == right;
     else if (op == "!=") ok = left != right;
-    else if (op == "<") ok = Less(left, right, e.line);
-    else if (op == ">") ok = Less(right, left, e.line);
-    else if (op == "<=") ok = !Less(right, left, e.line);
-    else if (op == ">=") ok = !Less(left, right, e.line);
+    else if (op == "<") ok = PythonLess(left, right);
+    else if (op == ">") ok = PythonLess(right, left);
+    else if (op == "<=") ok = !PythonLess(right, left);
+    else if (op == ">=") ok = !PythonLess(left, right);
     else if (op == "in") ok = Contains(right, left);
     else ok = !Contains(right, left);
     if (!ok) return Value(false);

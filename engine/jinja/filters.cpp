@@ -43,24 +43,6 @@ Value SortKey(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.is_string() ? Value(AsciiLower(v.str())) : v;
 }
 
-bool Less(Renderer& r, const Value& a, const Value& b) {
-  CallArgs args;
-  args.positional.push_back(b);
-  // Python's ordering through the `<` test's cousins: numbers, strings, lists.
-  if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
-  if (a.is_string() && b.is_string()) return a.str() < b.str();
-  if (a.is_list() && b.is_list()) {
-    const List& x = a.list();
-    const List& y = b.list();
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (x[i] != y[i]) return Less(r, x[i], y[i]);
-    }
-    return x.size() < y.size();
-  }
-  throw TemplateError(std::string("'<' not supported between instances of '") + a.TypeName() + "' and '" +
-                      b.TypeName() + "'");
-}
-
 // select/reject/selectattr/rejectattr: `args` from `first` name the test and its arguments.
 Value Select(Renderer& r, const Value& input, CallArgs& args, bool by_attribute, bool keep_if) {
   size_t at = 0;
@@ -121,7 +103,7 @@ Value Sorted(Renderer& r, const Value& input, CallArgs& args) {
     keys.emplace_back(SortKey(attribute ? Attribute(r, items[i], *attribute) : items[i], case_sensitive), i);
   }
   std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) {
-    return reverse ? Less(r, b.first, a.first) : Less(r, a.first, b.first);
+    return reverse ? PythonLess(b.first, a.first) : PythonLess(a.first, b.first);
   });
   List out;
   for (const auto& k : keys) out.push_back(items[k.second]);
@@ -274,7 +256,7 @@ bool CallFilter(Renderer& r, std::string_view name, const Value& input, CallArgs
     std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) {
       const Value ka = SortKey(by_value ? a.second : a.first, case_sensitive);
       const Value kb = SortKey(by_value ? b.second : b.first, case_sensitive);
-      return reverse ? Less(r, kb, ka) : Less(r, ka, kb);
+      return reverse ? PythonLess(kb, ka) : PythonLess(ka, kb);
     });
     List out_items;
     for (auto& [k, v] : items) out_items.push_back(Value::FromList({k, v}, /*tuple=*/true));
@@ -361,7 +343,7 @@ bool CallFilter(Renderer& r, std::string_view name, const Value& input, CallArgs
     for (size_t k = 1; k < items.size(); ++k) {
       const Value a = SortKey(attribute ? Attribute(r, items[k], *attribute) : items[k], case_sensitive);
       const Value b = SortKey(attribute ? Attribute(r, items[best], *attribute) : items[best], case_sensitive);
-      if (name == "min" ? Less(r, a, b) : Less(r, b, a)) best = k;
+      if (name == "min" ? PythonLess(a, b) : PythonLess(b, a)) best = k;
     }
     *out = items[best];
   } else if (name == "wordcount") *out = Value(WordCount(input.Str()));

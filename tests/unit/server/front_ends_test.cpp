@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 
 #include <future>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "generation.grpc.pb.h"
@@ -89,6 +91,35 @@ class FrontEndsTest : public ::testing::Test {
       }, 60));
     }
     return {status, json::parse(text, nullptr, false)};
+  }
+
+  // A streaming request through the router: the SSE bytes, once the job finished.
+  std::string Stream(const std::string& target, json body) {
+    body["stream"] = true;
+    HttpRequestInfo r;
+    r.method = "POST";
+    r.target = target;
+    r.body = body.dump();
+    HttpRouter::Result result = router_->Handle(r);
+    std::string sse;
+    EXPECT_TRUE(result.job);
+    if (!result.job) return sse;
+    EXPECT_TRUE(WaitFor([&] {
+      GenerationJob::Output out = result.job->Poll();
+      sse += out.body;
+      return out.finished;
+    }, 60));
+    return sse;
+  }
+
+  // The JSON of each `data:` line of an SSE stream.
+  static std::vector<json> Events(const std::string& sse) {
+    std::vector<json> events;
+    for (size_t at = sse.find("data: "); at != std::string::npos; at = sse.find("data: ", at + 1)) {
+      json event = json::parse(sse.substr(at + 6, sse.find('\n', at) - at - 6), nullptr, false);
+      if (event.is_object()) events.push_back(std::move(event));
+    }
+    return events;
   }
 
   std::unique_ptr<grpc::ClientContext> Context(const std::string& key = "", double seconds = 60) {
@@ -503,24 +534,9 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(message["reasoning"], expected);
   EXPECT_EQ(message["content"], "");
   // Streamed: the reasoning deltas add up to the same text; no content delta carries it.
-  json streamed = chat;
-  streamed["stream"] = true;
-  HttpRequestInfo r;
-  r.method = "POST";
-  r.target = "/v1/chat/completions";
-  r.body = streamed.dump();
-  HttpRouter::Result result = router_->Handle(r);
-  ASSERT_TRUE(result.job);
-  std::string sse;
-  ASSERT_TRUE(WaitFor([&] {
-    GenerationJob::Output out = result.job->Poll();
-    sse += out.body;
-    return out.finished;
-  }, 60));
   std::string reasoning, reasoning_alias, content;
-  for (size_t at = sse.find("data: "); at != std::string::npos; at = sse.find("data: ", at + 1)) {
-    const json event = json::parse(sse.substr(at + 6, sse.find('\n', at) - at - 6), nullptr, false);
-    if (!event.is_object() || event["choices"].empty()) continue;
+  for (const json& event : Events(Stream("/v1/chat/completions", chat))) {
+    if (event["choices"].empty()) continue;
     const json& delta = event["choices"][0]["delta"];
     reasoning += delta.value("reasoning_content", "");
     reasoning_alias += delta.value("reasoning", "");
@@ -539,22 +555,9 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(response["output"][0]["content"][0]["text"], expected);
   EXPECT_EQ(response["output"][1]["type"], "message");
   EXPECT_EQ(response["output"][1]["content"][0]["text"], "");
-  json streamed_turn = turn;
-  streamed_turn["stream"] = true;
-  r.target = "/v1/responses";
-  r.body = streamed_turn.dump();
-  HttpRouter::Result turn_result = router_->Handle(r);
-  ASSERT_TRUE(turn_result.job);
-  std::string events;
-  ASSERT_TRUE(WaitFor([&] {
-    GenerationJob::Output out = turn_result.job->Poll();
-    events += out.body;
-    return out.finished;
-  }, 60));
   std::string thought;
   int message_index = -1;
-  for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at + 1)) {
-    const json event = json::parse(events.substr(at + 6, events.find('\n', at) - at - 6), nullptr, false);
+  for (const json& event : Events(Stream("/v1/responses", turn))) {
     if (event.value("type", "") == "response.reasoning_text.delta") thought += event.value("delta", "");
     if (event.value("type", "") == "response.output_item.added" && event["item"]["type"] == "message") {
       message_index = event["output_index"];
