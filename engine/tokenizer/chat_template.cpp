@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "engine/jinja/strings.h"
 #include "engine/tokenizer/chat_writer.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -16,30 +17,6 @@ constexpr std::string_view kAlternate = "Conversation roles must alternate user/
 
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
-}
-
-// Decodes the UTF-8 character starting at s[i];
-// returns its code point and length, or {-1, 1} for a byte that does not form one.
-std::pair<int32_t, size_t> CharAt(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return {c, 1};
-  size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return {-1, 1};
-  int32_t cp = c & (0x3F >> (len - 1));
-  for (size_t k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return {-1, 1};
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  return {cp, len};
-}
-
-// Python's str.isspace() for one code point.
-bool IsPythonSpace(int32_t cp) {
-  if (cp < 0) return false;
-  if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) return true;
-  if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A)) return true;
-  return cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::string TitleRole(std::string_view role) {
@@ -109,19 +86,14 @@ StatusOr<std::span<const ChatMessage>> TurnsAfterSystem(std::span<const ChatMess
 }  // namespace
 
 std::string_view StripPythonWhitespace(std::string_view s) {
-  size_t begin = 0;
-  while (begin < s.size()) {
-    auto [cp, len] = CharAt(s, begin);
-    if (!IsPythonSpace(cp)) break;
-    begin += len;
-  }
+  // jinja::SpaceAt: Python's str.isspace(), one code point at a time from either end.
+  size_t begin = 0, len = 0;
+  while (begin < s.size() && jinja::SpaceAt(s, begin, &len)) begin += len;
   size_t end = s.size();
   while (end > begin) {
-    // Find the start of the last character (at most 4 bytes back).
-    size_t start = end - 1;
+    size_t start = end - 1;  // the last code point's first byte (at most 4 bytes back)
     while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
-    auto [cp, len] = CharAt(s, start);
-    if (start + len != end || !IsPythonSpace(cp)) break;
+    if (!jinja::SpaceAt(s, start, &len) || start + len != end) break;
     end = start;
   }
   return s.substr(begin, end - begin);
@@ -402,7 +374,7 @@ StatusOr<RenderedChat> ChatTemplate::RenderMessages(std::span<const ChatMessage>
       for (const ChatMessage& m : messages) {
         // "Role:" and one space, unless the content brings its own (a generated reply does).
         out.Markup(TitleRole(m.role)).Markup(":");
-        if (m.content.empty() || !IsPythonSpace(CharAt(m.content, 0).first)) out.Markup(" ");
+        if (size_t len = 0; m.content.empty() || !jinja::SpaceAt(m.content, 0, &len)) out.Markup(" ");
         out.Content(m.content).Markup("\n");
       }
       if (add_generation_prompt) out.Markup("Assistant:");

@@ -2,39 +2,20 @@
 // llama3.1, hermes and mistral renderings follow their Jinja templates statement by statement
 // (Llama-3.1-Instruct, Qwen2.5-Instruct, Mistral-7B-Instruct-v0.3); the generic one is
 // llama.cpp's: plain messages that any template renders.
-#include <fmt/format.h>
 
 #include <string>
 #include <vector>
 
+#include "engine/jinja/value.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/chat_writer.h"
 
 namespace kvserve {
 namespace {
 
-// A JSON string literal (the generic format writes tool results and ids as JSON).
-std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
+// A JSON string literal as Python's json.dumps writes it (the generic format writes tool results
+// and ids as JSON).
+std::string JsonQuote(std::string_view s) { return jinja::ToJson(jinja::Value(s)); }
 
 // {"name": "...", "arguments": ...}: one call as the generic format writes it.
 std::string GenericCall(const ChatToolCall& c) {
