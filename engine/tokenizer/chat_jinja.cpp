@@ -30,7 +30,8 @@ constexpr size_t kMaxMarkers = 0xFFFFD - kMarkerBase + 1;
 // puts them back in the rendered text.
 class Markers {
  public:
-  explicit Markers(const std::vector<std::string>& control_texts) : texts_(control_texts) {}
+  // `control_texts`: by first byte, longest first (ChatTemplate::control_texts_).
+  explicit Markers(const std::vector<std::vector<std::string>>& control_texts) : texts_(control_texts) {}
 
   std::string EscapeText(std::string_view s) {
     std::string out;
@@ -42,7 +43,8 @@ class Markers {
       if (cp >= kMarkerBase && cp <= 0xFFFFD) {
         original = s.substr(i, len);
       } else {
-        for (const std::string& t : texts_) {  // longest first
+        const size_t bucket = static_cast<unsigned char>(s[i]);
+        for (const std::string& t : bucket < texts_.size() ? texts_[bucket] : kNone) {  // longest first
           if (s.compare(i, t.size(), t) == 0) {
             original = t;
             break;
@@ -104,7 +106,8 @@ class Markers {
   bool overflow() const { return overflow_; }
 
  private:
-  const std::vector<std::string>& texts_;
+  inline static const std::vector<std::string> kNone;
+  const std::vector<std::vector<std::string>>& texts_;
   std::vector<std::string> originals_;
   bool overflow_ = false;
 };

@@ -118,14 +118,17 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
   c.jinja_ = std::move(parsed).value();
   c.think_tags_ = Contains(t, "<think>") && Contains(t, "</think>");
   const Vocab& vocab = tok.vocab();
+  c.control_texts_.resize(256);
   for (size_t id = 0; id < vocab.types.size() && id < vocab.tokens.size(); ++id) {
     const TokenType type = vocab.types[id];
-    if ((type == TokenType::kControl || type == TokenType::kUnknown) && !vocab.tokens[id].empty()) {
-      c.control_texts_.push_back(vocab.tokens[id]);
+    const std::string& text = vocab.tokens[id];
+    if ((type == TokenType::kControl || type == TokenType::kUnknown) && !text.empty()) {
+      c.control_texts_[static_cast<unsigned char>(text[0])].push_back(text);
     }
   }
-  std::sort(c.control_texts_.begin(), c.control_texts_.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (auto& bucket : c.control_texts_) {
+    std::sort(bucket.begin(), bucket.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  }
   // Tools go to the template where it renders them in a format whose calls kvserve parses;
   // otherwise they are described in the prompt in the generic format (as llama.cpp does for
   // templates without tools).

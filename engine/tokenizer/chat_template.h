@@ -221,9 +221,9 @@ class ChatTemplate {
   bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
   bool think_tags_ = false;
   bool family_recognized_ = true;
-  // Texts of the vocabulary's control tokens, longest first: never control tokens when a
-  // client's string carries them (chat_jinja.cpp).
-  std::vector<std::string> control_texts_;
+  // Texts of the vocabulary's control tokens by their first byte, longest first: never control
+  // tokens when a client's string carries them (chat_jinja.cpp). Empty without a Jinja template.
+  std::vector<std::vector<std::string>> control_texts_;
   std::string jinja_error_;
 };
 
