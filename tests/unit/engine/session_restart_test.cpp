@@ -212,13 +212,15 @@ TEST_P(SessionRestartTest, AConversationContinuesAfterARestartWithItsCache) {
   Conversation c = FirstThree(dir.str());
   EXPECT_EQ(Records(dir.str()).size(), 1u);
   const int before = c.last.prompt_tokens + c.last.completion_tokens;
-  auto engine = testing::MakeEngine(model_, Config(dir.str(), GetParam()));
+  const EngineConfig config = Config(dir.str(), GetParam());
+  auto engine = testing::MakeEngine(model_, config);
   const RequestUsage u = Turn(*engine, *model_, &c);
   EXPECT_GE(u.cached_prompt_tokens, before * 95 / 100)
       << "reused " << u.cached_prompt_tokens << " of the " << before << " tokens computed before the restart";
   EXPECT_EQ(c.last_text, reference_.last_text) << "the restored cache gave another reply";
   std::printf("%s: after the restart, %d of the %d tokens computed before reused\n",
               GetParam() ? "window" : "no window", u.cached_prompt_tokens, before);
+  config.state->Flush();  // files are removed on the state directory's writer thread
   EXPECT_TRUE(Records(dir.str()).empty()) << "a record read back stays on disk";
 }
 
@@ -259,6 +261,7 @@ TEST_P(SessionRestartTest, ARecordOfAnotherKvLayoutIsIgnored) {
   const RequestUsage u = Turn(*engine, *model_, &c);
   EXPECT_EQ(u.cached_prompt_tokens, 0);
   EXPECT_EQ(c.last_text, cold);
+  config.state->Flush();
   EXPECT_EQ(Records(dir.str()).size(), 0u) << "the record of the other layout must be removed";
 }
 
@@ -280,6 +283,7 @@ TEST(SessionDiskTest, ASessionDroppedForTheLimitComesBackFromDisk) {
   Turn(*engine, *model, &a, "key a");
   Conversation b;
   Turn(*engine, *model, &b, "key b");  // a's session leaves memory
+  config.state->Flush();  // the record is written on the state directory's writer thread
   EXPECT_EQ(Records(dir.str()).size(), 1u);
   const int before = a.last.prompt_tokens + a.last.completion_tokens;
   const RequestUsage u = Turn(*engine, *model, &a, "key a");
