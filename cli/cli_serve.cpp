@@ -315,15 +315,15 @@ int RunServe(ServeOptions& o) {
              overridden ? "--chat-template " + o.chat_template_file : std::string("the model's own"),
              chat_template.family_recognized() ? "looks like " + std::string(chat_template.family_name())
                                                : std::string("no built-in family"),
-             ToolFormatName(chat_template.tool_format()),
+             chat_template.tool_syntax().Describe(),
              chat_template.writes_think_tags() ? "; reasoning in <think> tags" : "");
   } else if (template_text.empty()) {
     LOG_WARN("chat template: the model has none; chat requests use the built-in {} format (tool calls: {}); "
-             "give one with --chat-template FILE", chat_template.name(), ToolFormatName(chat_template.tool_format()));
+             "give one with --chat-template FILE", chat_template.name(), chat_template.tool_syntax().Describe());
   } else {
     LOG_WARN("chat template: the model's template cannot be rendered ({}); chat requests use the built-in {} format "
              "it resembles (tool calls: {}); give one with --chat-template FILE",
-             chat_template.jinja_error(), chat_template.name(), ToolFormatName(chat_template.tool_format()));
+             chat_template.jinja_error(), chat_template.name(), chat_template.tool_syntax().Describe());
   }
 
   ctx.engine = engine->get();

@@ -28,7 +28,15 @@ std::string Escape(std::string_view key) {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options), deadline_(std::chrono::steady_clock::now() + options.limits.compile_timeout) {
+      : options_(options), deadline_(std::chrono::steady_clock::now() + options.limits.compile_timeout) {
+    SetRoot(root);
+  }
+
+  // A new root: its references resolve in it.
+  void SetRoot(const Json& root) {
+    root_ = root;
+    root_id_.clear();
+    refs_.clear();
     for (const char* id : {"$id", "id"}) {
       if (root.is_object() && root.contains(id) && root[id].is_string()) {
         std::string base = root[id].get<std::string>();
@@ -40,6 +48,17 @@ class SchemaCompiler {
 
   StatusOr<CompiledSchema> Run() {
     if (options_.max_whitespace != 0) g_.whitespace = WhitespaceLayout(options_.max_whitespace);
+    if (options_.alternatives) {
+      if (!root_.is_array() || root_.empty()) return InvalidArgumentError("alternatives need an array of schemas");
+      const Json roots = root_;
+      g_.root = g_.AddRule("root");
+      for (const Json& r : roots) {
+        SetRoot(r);
+        ASSIGN_OR_RETURN(int32_t value, Compile(root_, "", 0));
+        g_.AddAlternative(g_.root, {value});
+      }
+      return CompiledSchema{std::move(g_), std::move(ignored_)};
+    }
     ASSIGN_OR_RETURN(int32_t value, Compile(root_, "", 0));
     g_.root = g_.AddRule("root");
     g_.AddAlternative(g_.root, {value});

@@ -40,6 +40,9 @@ struct JsonSchemaOptions {
   // rule, for checking texts); generation wants a bound so a model cannot loop on spaces.
   int max_whitespace = -1;
   bool lenient = false;
+  // The text is a JSON array of schemas: the root's alternative i is schema i's value alone
+  // (no whitespace after it; unproductive alternatives are kept, so they stay in order).
+  bool alternatives = false;
   // Past its compile_timeout DEADLINE_EXCEEDED; past its automaton and rule bounds
   // RESOURCE_EXHAUSTED; past its choice bounds INVALID_ARGUMENT.
   GrammarLimits limits;

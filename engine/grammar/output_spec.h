@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kvserve {
@@ -22,14 +23,20 @@ struct StructuredOutputSpec {
   // Tool calls: a JSON value framed and repeated (kJsonSchema only):
   //   prefix item_prefix VALUE item_suffix (separator item_prefix VALUE item_suffix)* suffix
   // with min_items..max_items values (max_items -1: no limit). Inactive when every string is
-  // empty and both counts are 1.
+  // empty and both counts are 1. With `heads`, `text` is a JSON array of schemas, one per
+  // head, and VALUE is one of `heads[i] <a value of schema i>`. In these texts kIdSlot stands
+  // for an id (kIdLength letters and digits) and kIndexSlot for a number.
+  static constexpr char kIdSlot = '\x01';
+  static constexpr char kIndexSlot = '\x02';
+  static constexpr int kIdLength = 9;
   struct Frame {
     std::string prefix, item_prefix, item_suffix, separator, suffix;
+    std::vector<std::string> heads;
     int min_items = 1;
     int max_items = 1;
     bool active() const {
       return !(prefix.empty() && item_prefix.empty() && item_suffix.empty() && separator.empty() &&
-               suffix.empty() && min_items == 1 && max_items == 1);
+               suffix.empty() && heads.empty() && min_items == 1 && max_items == 1);
     }
   } frame;
   // Lazy constraint (tool_choice auto): the output is free until one of these texts appears in
@@ -39,6 +46,25 @@ struct StructuredOutputSpec {
   std::vector<std::string> triggers;
 
   bool active() const { return kind != Kind::kNone; }
+  // A regular expression (regex.h) that matches exactly `text`, with its slots (kIdSlot,
+  // kIndexSlot) as what they stand for.
+  static std::string SlotPattern(std::string_view text) {
+    std::string pattern;
+    for (const char c : text) {
+      if (c == kIdSlot) {
+        pattern += "[A-Za-z0-9]{" + std::to_string(kIdLength) + "}";
+      } else if (c == kIndexSlot) {
+        pattern += "(0|[1-9][0-9]{0,3})";
+      } else if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) {
+        pattern += std::string("\\") + c;
+      } else if (c == '\n' || c == '\r' || c == '\t') {
+        pattern += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+      } else {
+        pattern += c;
+      }
+    }
+    return pattern;
+  }
   // "json_schema", "json_object", "regex", "choice", "grammar" ("none" for kNone).
   const char* kind_name() const;
 };

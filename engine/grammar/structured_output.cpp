@@ -32,29 +32,60 @@ std::string KeyOf(const StructuredOutputSpec& spec) {
     const StructuredOutputSpec::Frame& f = spec.frame;
     key += "|frame" + std::to_string(f.min_items) + ',' + std::to_string(f.max_items) + '|';
     for (const std::string* s : {&f.prefix, &f.item_prefix, &f.item_suffix, &f.separator, &f.suffix}) add(*s);
+    key += "|heads" + std::to_string(f.heads.size()) + '|';
+    for (const std::string& h : f.heads) add(h);
   }
   return key;
 }
 
+// A frame's text: the literal, or with slots (kIdSlot, kIndexSlot) a pattern.
+StatusOr<ByteDfa> SlotDfa(const std::string& text, const GrammarLimits& limits) {
+  using Spec = StructuredOutputSpec;
+  if (text.find_first_of(std::string{Spec::kIdSlot, Spec::kIndexSlot}) == std::string::npos) {
+    return ChoiceDfa(std::span<const std::string>(&text, 1));
+  }
+  return CompileRegex(Spec::SlotPattern(text), RegexOptionsWithin(limits, /*anchored=*/true));
+}
+
 // `value` (a JSON Schema's grammar) framed as spec.frame says. The value is the root's first
-// alternative (without the whitespace JSON allows after a value: the frame's text follows).
-// The frame's texts between values are literal lexemes: first = prefix + item_prefix, between
-// = item_suffix + separator + item_prefix, last = item_suffix + suffix.
-StatusOr<LexGrammar> FrameGrammar(LexGrammar g, const StructuredOutputSpec::Frame& f) {
+// alternative (without the whitespace JSON allows after a value: the frame's text follows), or
+// with heads one of them, each after its head. The frame's texts between values are lexemes:
+// first = prefix + item_prefix, between = item_suffix + separator + item_prefix, last =
+// item_suffix + suffix.
+StatusOr<LexGrammar> FrameGrammar(LexGrammar g, const StructuredOutputSpec::Frame& f, const GrammarLimits& limits) {
   if (f.min_items < 1 || (f.max_items >= 0 && f.max_items < f.min_items)) {
     return InvalidArgumentError("a framed value needs 1 <= min_items <= max_items");
   }
-  const std::vector<int32_t> value = g.rules[static_cast<size_t>(g.root)].front();
-  auto literal = [&g](const std::string& text) {
+  Status failed;
+  auto literal = [&](const std::string& text) {
     std::vector<int32_t> symbols;
     if (!text.empty()) {
       const std::string key = "frame:" + text;
       int32_t id = g.FindLexeme(key);
-      if (id < 0) id = g.AddLexeme(key, ChoiceDfa(std::span<const std::string>(&text, 1)));
+      if (id < 0) {
+        StatusOr<ByteDfa> dfa = SlotDfa(text, limits);
+        if (!dfa.ok()) {
+          failed = dfa.status();
+          return symbols;
+        }
+        id = g.AddLexeme(key, std::move(dfa).value());
+      }
       symbols.push_back(LexGrammar::Lexeme(id));
     }
     return symbols;
   };
+  std::vector<int32_t> value = g.rules[static_cast<size_t>(g.root)].front();
+  if (!f.heads.empty()) {  // the root's alternatives: one schema's value each
+    const std::vector<std::vector<int32_t>> values = g.rules[static_cast<size_t>(g.root)];
+    if (values.size() != f.heads.size()) return InvalidArgumentError("a frame needs one schema per head");
+    const int32_t item = g.AddRule("frame_item");
+    for (size_t i = 0; i < values.size(); ++i) {
+      std::vector<int32_t> alt = literal(f.heads[i]);
+      alt.insert(alt.end(), values[i].begin(), values[i].end());
+      g.AddAlternative(item, std::move(alt));
+    }
+    value = {item};
+  }
   auto concat = [](std::vector<int32_t> a, const std::vector<int32_t>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -76,6 +107,7 @@ StatusOr<LexGrammar> FrameGrammar(LexGrammar g, const StructuredOutputSpec::Fram
   }
   g.root = g.AddRule("framed");
   g.AddAlternative(g.root, concat(concat(first, value), {rest[1]}));
+  RETURN_IF_ERROR(failed);
   RETURN_IF_ERROR(g.RemoveUnproductive());
   return g;
 }
@@ -89,11 +121,12 @@ StatusOr<LexGrammar> BuildGrammar(const StructuredOutputSpec& spec, const Gramma
       options.max_whitespace = spec.max_whitespace;
       options.lenient = spec.lenient;
       options.limits = limits;
+      options.alternatives = !spec.frame.heads.empty();
       StatusOr<CompiledSchema> schema =
           CompileJsonSchema(spec.kind == Kind::kJsonObject ? std::string_view(R"({"type":"object"})") : spec.text, options);
       if (!schema.ok()) return schema.status();
       *ignored = std::move(schema->ignored);
-      if (spec.frame.active()) return FrameGrammar(std::move(schema->grammar), spec.frame);
+      if (spec.frame.active()) return FrameGrammar(std::move(schema->grammar), spec.frame, limits);
       return std::move(schema->grammar);
     }
     case Kind::kRegex:

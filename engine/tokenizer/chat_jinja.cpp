@@ -115,8 +115,9 @@ class Markers {
 // A tool call as OpenAI clients send it back, with `arguments` as the object it encodes (as
 // vLLM gives templates, which iterate it with |items) or, when it is not a JSON object, as
 // the text.
-Value ToolCallValue(const ChatToolCall& c) {
-  std::optional<Value> arguments = jinja::ParseJson(c.arguments);
+// the text (always, for templates that concatenate it as text: `as_text`).
+Value ToolCallValue(const ChatToolCall& c, bool as_text) {
+  std::optional<Value> arguments = as_text ? std::nullopt : jinja::ParseJson(c.arguments);
   Dict function;
   function.emplace_back("name", Value(c.name));
   function.emplace_back("arguments", arguments && arguments->is_dict() ? *arguments : Value(c.arguments));
@@ -127,13 +128,13 @@ Value ToolCallValue(const ChatToolCall& c) {
   return Value::FromDict(std::move(call));
 }
 
-Value MessageValue(const ChatMessage& m) {
+Value MessageValue(const ChatMessage& m, bool arguments_as_text) {
   Dict d;
   d.emplace_back("role", Value(m.role));
   d.emplace_back("content", Value(m.content));
   if (!m.tool_calls.empty()) {
     List calls;
-    for (const ChatToolCall& c : m.tool_calls) calls.push_back(ToolCallValue(c));
+    for (const ChatToolCall& c : m.tool_calls) calls.push_back(ToolCallValue(c, arguments_as_text));
     d.emplace_back("tool_calls", Value::FromList(std::move(calls)));
   }
   if (!m.reasoning_content.empty()) d.emplace_back("reasoning_content", Value(m.reasoning_content));
@@ -153,7 +154,7 @@ StatusOr<RenderedChat> ChatTemplate::RenderJinja(std::span<const ChatMessage> me
                                                  std::span<const ChatTool> tools, const ChatExtras& extras) const {
   Markers markers(control_texts_);
   List message_values;
-  for (const ChatMessage& m : messages) message_values.push_back(markers.Escape(MessageValue(m)));
+  for (const ChatMessage& m : messages) message_values.push_back(markers.Escape(MessageValue(m, arguments_as_text_)));
   Value tool_values = Value::None();
   if (!tools.empty()) {
     List items;
@@ -187,6 +188,26 @@ StatusOr<RenderedChat> ChatTemplate::RenderJinja(std::span<const ChatMessage> me
   if (markers.overflow()) return InvalidArgumentError("the messages hold too many control-token texts");
   ASSIGN_OR_RETURN(std::string text, jinja_->Render(Value::FromDict(std::move(vars))));
   return markers.Restore(text);
+}
+
+void ChatTemplate::DeriveTools() {
+  std::vector<std::string> controls;
+  for (const auto& bucket : control_texts_) controls.insert(controls.end(), bucket.begin(), bucket.end());
+  const std::vector<ChatTool> tools = ToolProbeTools();
+  const ToolProbeRender render = [&](std::span<const ChatMessage> messages, bool add_generation_prompt) {
+    StatusOr<RenderedChat> r = RenderJinja(messages, add_generation_prompt, tools);
+    return r.ok() ? StatusOr<std::string>(std::move(r->text)) : StatusOr<std::string>(r.status());
+  };
+  bool refused = false;
+  std::optional<ToolSyntax> derived = DeriveToolSyntax(render, eos_, controls, &refused);
+  if (refused) {  // a template that concatenates the arguments as text
+    arguments_as_text_ = true;
+    derived = DeriveToolSyntax(render, eos_, controls);
+    arguments_as_text_ = derived.has_value();
+  }
+  jinja_renders_tools_ = derived.has_value();
+  tool_syntax_ = derived ? *std::move(derived) : ToolSyntax::Generic();
+  if (!derived) tool_format_ = ToolFormat::kGeneric;
 }
 
 }  // namespace kvserve

@@ -103,8 +103,18 @@ ChatTemplate ChatTemplate::Make(Kind kind, std::string bos_token, std::string eo
                                 std::string default_system, std::string date_string,
                                 std::optional<ToolFormat> tools) {
   ChatTemplate c(kind, std::move(bos_token), std::move(eos_token), std::move(default_system), std::move(date_string));
-  if (tools) c.tool_format_ = *tools;
+  if (tools) c.SetToolFormat(*tools);
   return c;
+}
+
+void ChatTemplate::SetToolFormat(ToolFormat format) {
+  tool_format_ = format;
+  switch (format) {
+    case ToolFormat::kGeneric: tool_syntax_ = ToolSyntax::Generic(); break;
+    case ToolFormat::kLlama31: tool_syntax_ = ToolSyntax::Llama31(); break;
+    case ToolFormat::kHermes: tool_syntax_ = ToolSyntax::Hermes(); break;
+    case ToolFormat::kMistral: tool_syntax_ = ToolSyntax::Mistral(); break;
+  }
 }
 
 ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
@@ -129,11 +139,10 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
   for (auto& bucket : c.control_texts_) {
     std::sort(bucket.begin(), bucket.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   }
-  // Tools go to the template where it renders them in a format whose calls kvserve parses;
-  // otherwise they are described in the prompt in the generic format (as llama.cpp does for
-  // templates without tools).
-  c.jinja_renders_tools_ = c.tool_format_ != ToolFormat::kGeneric && Contains(t, "tools");
-  if (!c.jinja_renders_tools_) c.tool_format_ = ToolFormat::kGeneric;
+  // Tools go to the template where it renders calls in a form kvserve reads back; otherwise
+  // they are described in the prompt in the generic format (as llama.cpp does for templates
+  // without tools).
+  c.DeriveTools();
   const std::vector<ChatMessage> probe = {{"user", "x"}};
   StatusOr<RenderedChat> rendered = c.RenderJinja(probe, true, {});
   c.jinja_adds_bos_ = rendered.ok() && !c.bos_.empty() && rendered->text.rfind(c.bos_, 0) == 0;
@@ -153,13 +162,13 @@ ChatTemplate ChatTemplate::DetectFamily(std::string_view t, const Tokenizer& tok
   }
   if (Contains(t, "<|im_start|>")) {
     ChatTemplate c(Kind::kChatml, bos, eos, FindDefaultSystemPrompt(t), "");
-    if (Contains(t, "<tool_call>")) c.tool_format_ = ToolFormat::kHermes;
+    if (Contains(t, "<tool_call>")) c.SetToolFormat(ToolFormat::kHermes);
     return c;
   }
   if (Contains(t, "[INST]")) {
     if (Contains(t, "<<SYS>>")) return ChatTemplate(Kind::kLlama2, bos, eos, "", "");
     ChatTemplate c(Contains(t, "eos_token + ' '") ? Kind::kMistralV01 : Kind::kMistral, bos, eos, "", "");
-    if (Contains(t, "[TOOL_CALLS]")) c.tool_format_ = ToolFormat::kMistral;
+    if (Contains(t, "[TOOL_CALLS]")) c.SetToolFormat(ToolFormat::kMistral);
     return c;
   }
   if (Contains(t, "<start_of_turn>")) return ChatTemplate(Kind::kGemma, bos, eos, "", "");

@@ -4,9 +4,9 @@
 // Jinja engine (engine/jinja) as transformers' apply_chat_template renders it, given messages
 // (tool-call arguments as the object they encode), tools, add_generation_prompt, bos_token and
 // eos_token; a template that raises refuses the request (INVALID_ARGUMENT, its own message).
-// Tools go to the template when it renders them in a family whose calls kvserve parses
-// (hermes, llama3.1, mistral: tool_format()); otherwise they are described in the generic
-// format inside the messages, which the template then renders. A template text that does not
+// Tools go to the template when it renders tool calls in a form kvserve can read back
+// (tool_syntax(), derived by rendering probe calls: tool_syntax.h); otherwise they are
+// described in the generic format inside the messages, which the template then renders. A template text that does not
 // parse is reported (jinja_error()) and the hand-written family it looks like renders instead.
 //
 // Hand-written families: for a model without a template (and the fallback above) the common
@@ -48,8 +48,9 @@
 // Roles: "system", "user", "assistant", "tool"; anything else is INVALID_ARGUMENT, and so is
 // an empty message list.
 //
-// Tools (chat_tools.cpp): with tools, an assistant turn's tool calls or tool results in the
-// conversation, the template renders them in its family's native format (tool_format()):
+// Tools of the hand-written families (chat_tools.cpp: models without a template that renders
+// them): with tools, an assistant turn's tool calls or tool results in the conversation, the
+// family's native format (tool_format()):
 //   llama3.1   tools in the first user message ("Given the following functions..."), a call
 //              as {"name": ..., "parameters": ...}, results in "ipython" turns
 //   hermes     ChatML with "<tool_call>" in its template (Qwen 2.5/3, Hermes): <tools> in the
@@ -76,6 +77,7 @@
 
 #include "common/status.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tool_syntax.h"
 
 namespace kvserve {
 
@@ -126,8 +128,6 @@ struct ChatTool {
 };
 
 enum class ToolFormat { kGeneric, kLlama31, kHermes, kMistral };
-// "generic", "llama3.1", "hermes", "mistral".
-const char* ToolFormatName(ToolFormat format);
 
 // A rendered prompt and the byte ranges of message content in it (sorted, disjoint).
 struct RenderedChat {
@@ -178,7 +178,11 @@ class ChatTemplate {
   // Why a template text given to Detect is not rendered as Jinja ("" when it is, or none was given).
   const std::string& jinja_error() const { return jinja_error_; }
   Kind kind() const { return kind_; }
+  // The hand-written family's tool format (for a model without a template that renders tools).
   ToolFormat tool_format() const { return tool_format_; }
+  // How the model writes tool calls: derived from its template when the template renders them
+  // (tools then go to it), else the hand-written family's (tool_syntax.h).
+  const ToolSyntax& tool_syntax() const { return tool_syntax_; }
   // True when the rendered text starts with the BOS token's text.
   bool adds_bos() const;
   // ChatML's built-in system prompt used when the first message is not a system message
@@ -190,7 +194,12 @@ class ChatTemplate {
                std::string date_string)
       : kind_(kind), bos_(std::move(bos)), eos_(std::move(eos)),
         default_system_(std::move(default_system)), date_string_(std::move(date_string)),
-        tool_format_(kind == Kind::kLlama31 ? ToolFormat::kLlama31 : ToolFormat::kGeneric) {}
+        tool_format_(kind == Kind::kLlama31 ? ToolFormat::kLlama31 : ToolFormat::kGeneric),
+        tool_syntax_(kind == Kind::kLlama31 ? ToolSyntax::Llama31() : ToolSyntax::Generic()) {}
+  void SetToolFormat(ToolFormat format);
+  // chat_jinja.cpp: tool_syntax_ from the model's template (DeriveToolSyntax), or the generic
+  // format where the template does not render calls in a form kvserve reads back.
+  void DeriveTools();
 
   using JinjaTemplate = std::shared_ptr<const jinja::Template>;
   [[nodiscard]] static StatusOr<JinjaTemplate> ParseJinja(std::string_view text);
@@ -216,8 +225,10 @@ class ChatTemplate {
   std::string date_string_;    // llama3.1 "Today Date"; empty: see date_is_today_
   bool date_is_today_ = false;  // llama3.2: strftime_now("%d %b %Y") at render time
   ToolFormat tool_format_;
+  ToolSyntax tool_syntax_;
   JinjaTemplate jinja_;          // the model's template, when it parses
-  bool jinja_renders_tools_ = false;  // the template renders tools and calls in tool_format_
+  bool jinja_renders_tools_ = false;  // the template renders tools and calls (tool_syntax_)
+  bool arguments_as_text_ = false;    // it takes a call's arguments as JSON text, not an object
   bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
   bool think_tags_ = false;
   bool family_recognized_ = true;

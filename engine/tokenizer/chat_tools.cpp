@@ -30,16 +30,6 @@ constexpr std::string_view kGenericInstructions =
 
 }  // namespace
 
-const char* ToolFormatName(ToolFormat format) {
-  switch (format) {
-    case ToolFormat::kGeneric: return "generic";
-    case ToolFormat::kLlama31: return "llama3.1";
-    case ToolFormat::kHermes: return "hermes";
-    case ToolFormat::kMistral: return "mistral";
-  }
-  return "unknown";
-}
-
 StatusOr<RenderedChat> ChatTemplate::RenderWithTools(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                                      std::span<const ChatTool> tools) const {
   switch (tool_format_) {

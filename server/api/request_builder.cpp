@@ -190,7 +190,7 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
                                                  "(or tool_choice \"none\")", in.structured_param));
       return false;
     }
-    base.structured = ToolCallSpec(chat_template().tool_format(), in.tools);
+    base.structured = ToolCallSpec(chat_template().tool_syntax(), in.tools);
   }
   size_t structured_bytes = base.structured.text.size();
   for (const std::string& c : base.structured.choices) structured_bytes += c.size();

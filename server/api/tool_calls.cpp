@@ -1,4 +1,4 @@
-// ToolCallSpec and ToolCallParser (see tool_calls.h).
+// ToolCallParser (see tool_calls.h): reads calls back in the template's syntax.
 #include "server/api/tool_calls.h"
 
 #include <algorithm>
@@ -8,155 +8,95 @@ namespace kvserve {
 namespace {
 
 using json = nlohmann::ordered_json;
-using Choice = ToolRequest::Choice;
+using Match = ToolCallParser::Match;
 
-// JSON whitespace allowed per gap in a call: enough for `{"name": "f", "arguments": {...}}`,
-// the spacing the templates render calls with, and no room to wander.
-constexpr int kToolWhitespace = 1;
-
-// {"name": <const>, <key>: <parameters>}, in that order, nothing else.
-json CallSchema(const ToolDefinition& tool, const char* arguments_key) {
-  json parameters = json::parse(tool.parameters, nullptr, /*allow_exceptions=*/false);
-  if (tool.parameters.empty() || parameters.is_discarded()) parameters = json{{"type", "object"}};
-  json properties = json::object();
-  properties["name"] = json{{"const", tool.chat.name}};
-  properties[arguments_key] = std::move(parameters);
-  return json{{"type", "object"},
-              {"properties", std::move(properties)},
-              {"required", json::array({"name", arguments_key})},
-              {"additionalProperties", false}};
-}
+constexpr size_t kMaxName = 256;            // a longer "name" is not a call
+constexpr size_t kMaxParameterText = 1 << 20;  // markup of one argument, before its end shows
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-const char* Opener(ToolFormat format) {
-  switch (format) {
-    case ToolFormat::kHermes: return "<tool_call>";
-    case ToolFormat::kMistral: return "[TOOL_CALLS]";
-    case ToolFormat::kLlama31: return "{\"name\"";
-    case ToolFormat::kGeneric: break;
-  }
-  return "";
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
+bool IsPunct(char c) { return c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ','; }
+bool IsIdChar(char c) { return IsNameChar(c) && c != '.'; }
 
-// Where a suffix of `text` that is a proper prefix of `opener` starts (text.size() if none).
-size_t HeldFrom(std::string_view text, std::string_view opener) {
-  for (size_t n = std::min(text.size(), opener.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == opener.substr(0, n)) return text.size() - n;
-  }
-  return text.size();
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
 }
-
-// A cursor over the head of a call: false when the text ends first (`more`) or differs.
-struct Cursor {
-  std::string_view s;
-  size_t p = 0;
-  bool more = false;
-
-  void Space() {
-    while (p < s.size() && IsSpace(s[p])) ++p;
-  }
-  bool Literal(std::string_view lit) {
-    Space();
-    const std::string_view rest = s.substr(p);
-    if (rest.size() < lit.size()) {
-      more = lit.substr(0, rest.size()) == rest;
-      return false;
-    }
-    if (rest.substr(0, lit.size()) != lit) return false;
-    p += lit.size();
-    return true;
-  }
-  // A JSON string, decoded by nlohmann.
-  bool String(std::string* out) {
-    Space();
-    if (p >= s.size()) return (more = true, false);
-    if (s[p] != '"') return false;
-    for (size_t i = p + 1; i < s.size(); ++i) {
-      if (s[i] == '\\') {
-        ++i;
-      } else if (s[i] == '"') {
-        const json v = json::parse(s.substr(p, i + 1 - p), nullptr, false);
-        if (!v.is_string()) return false;
-        *out = v.get<std::string>();
-        p = i + 1;
-        return true;
-      }
-    }
-    more = true;
-    return false;
-  }
-};
 
 }  // namespace
 
-StructuredOutputSpec ToolCallSpec(ToolFormat format, const ToolRequest& request) {
-  std::vector<const ToolDefinition*> allowed;
-  for (const ToolDefinition& t : request.tools) {
-    if (request.choice != Choice::kFunction || t.chat.name == request.function) allowed.push_back(&t);
+ToolCallParser::ToolCallParser(ToolSyntax syntax, std::span<const ToolDefinition> tools)
+    : syntax_(std::move(syntax)), rng_(std::random_device{}()) {
+  // A call that leaves out the id its template writes after the arguments (`, "id": "..."`).
+  const size_t slot = syntax_.call_end.find(ToolSyntax::kIdSlot);
+  const size_t comma = slot == std::string::npos ? slot : syntax_.call_end.rfind(',', slot);
+  if (comma != std::string::npos && slot + 1 < syntax_.call_end.size() && syntax_.call_end[slot + 1] == '"') {
+    call_end_without_id_ = syntax_.call_end.substr(0, comma) + syntax_.call_end.substr(slot + 2);
   }
-  const char* key = format == ToolFormat::kLlama31 ? "parameters" : "arguments";
-  json calls = json::array();
-  for (const ToolDefinition* t : allowed) calls.push_back(CallSchema(*t, key));
-  json call = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
-  const bool strict = std::all_of(allowed.begin(), allowed.end(), [](const ToolDefinition* t) { return t->strict; });
-  const bool parallel = request.parallel && request.choice != Choice::kFunction;
-  const bool lazy = request.choice == Choice::kAuto;
-
-  StructuredOutputSpec spec;
-  spec.kind = StructuredOutputSpec::Kind::kJsonSchema;
-  spec.lenient = !strict;
-  spec.max_whitespace = kToolWhitespace;
-  StructuredOutputSpec::Frame& f = spec.frame;
-  switch (format) {
-    case ToolFormat::kHermes:
-      f.item_prefix = "<tool_call>\n";
-      f.item_suffix = "\n</tool_call>";
-      f.separator = "\n";
-      f.max_items = parallel ? -1 : 1;
-      break;
-    case ToolFormat::kMistral:
-      f.prefix = "[TOOL_CALLS] [";
-      f.separator = ", ";
-      f.suffix = "]";
-      f.max_items = parallel ? -1 : 1;
-      break;
-    case ToolFormat::kLlama31:
-      break;  // one call, the whole reply
-    case ToolFormat::kGeneric: {
-      json answer = parallel ? json{{"type", "object"},
-                                    {"properties", {{"tool_calls", {{"type", "array"}, {"items", call}, {"minItems", 1}}}}},
-                                    {"required", {"tool_calls"}},
-                                    {"additionalProperties", false}}
-                             : json{{"type", "object"},
-                                    {"properties", {{"tool_call", call}}},
-                                    {"required", {"tool_call"}},
-                                    {"additionalProperties", false}};
-      if (lazy) {
-        json response = {{"type", "object"},
-                         {"properties", {{"response", {{"type", "string"}}}}},
-                         {"required", {"response"}},
-                         {"additionalProperties", false}};
-        answer = json{{"anyOf", {std::move(answer), std::move(response)}}};
+  if (!syntax_.xml_arguments) return;
+  for (const ToolDefinition& t : tools) {
+    const json params = json::parse(t.parameters, nullptr, /*allow_exceptions=*/false);
+    std::vector<std::string> strings;
+    if (params.is_object() && params.contains("properties") && params["properties"].is_object()) {
+      for (const auto& [key, schema] : params["properties"].items()) {
+        if (schema.is_object() && schema.value("type", json()) == "string") strings.push_back(key);
       }
-      spec.text = answer.dump();
-      return spec;  // the whole reply is JSON: no trigger
     }
+    string_parameters_.emplace_back(t.chat.name, std::move(strings));
   }
-  spec.text = call.dump();
-  if (lazy) spec.triggers = {Opener(format)};
-  return spec;
 }
-
-ToolCallParser::ToolCallParser(ToolFormat format) : format_(format), rng_(std::random_device{}()) {}
 
 std::string ToolCallParser::NewId() {
   static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  // Mistral's template wants 9 alphanumeric characters; OpenAI's ids are call_ + 24.
-  std::string id = format_ == ToolFormat::kMistral ? "" : "call_";
-  const int n = format_ == ToolFormat::kMistral ? 9 : 24;
+  // A template that writes ids wants ToolSyntax::kIdLength letters and digits (Mistral's 9);
+  // OpenAI's ids are call_ + 24.
+  const bool short_id = syntax_.has_id();
+  std::string id = short_id ? "" : "call_";
+  const int n = short_id ? ToolSyntax::kIdLength : 24;
   for (int i = 0; i < n; ++i) id += kAlnum[rng_() % (sizeof(kAlnum) - 1)];
   return id;
+}
+
+ToolCallParser::Match ToolCallParser::MatchAt(std::string_view literal, size_t* pos, std::string* id) const {
+  const std::string_view s = buf_;
+  size_t p = *pos;
+  char prev = '\0';
+  for (size_t i = 0; i < literal.size();) {
+    const char c = literal[i];
+    if (IsSpace(c)) {  // any whitespace, none too
+      while (i < literal.size() && IsSpace(literal[i])) ++i;
+      while (p < s.size() && IsSpace(s[p])) ++p;
+      if (p == s.size()) return Match::kPartial;  // more whitespace may come
+      prev = ' ';
+      continue;
+    }
+    if (IsPunct(prev) || IsPunct(c)) {
+      while (p < s.size() && IsSpace(s[p])) ++p;
+    }
+    if (p == s.size()) return Match::kPartial;
+    if (c == ToolSyntax::kIdSlot || c == ToolSyntax::kIndexSlot) {
+      const size_t start = p;
+      while (p < s.size() && (c == ToolSyntax::kIdSlot ? IsIdChar(s[p]) : (s[p] >= '0' && s[p] <= '9'))) ++p;
+      if (p == s.size()) return Match::kPartial;
+      if (p == start) return Match::kNo;
+      if (c == ToolSyntax::kIdSlot && id != nullptr) *id = std::string(s.substr(start, p - start));
+    } else {
+      if (s[p] != c) return Match::kNo;
+      ++p;
+    }
+    prev = c;
+    ++i;
+  }
+  *pos = p;
+  return Match::kYes;
+}
+
+void ToolCallParser::Consume(size_t n) {
+  call_text_.append(buf_, 0, n);
+  buf_.erase(0, n);
 }
 
 void ToolCallParser::EmitContent(std::string_view text, Delta* out) {
@@ -179,90 +119,91 @@ ToolCallParser::Delta ToolCallParser::Feed(std::string_view text) {
   return out;
 }
 
-size_t ToolCallParser::FindOpener(size_t* held) const {
-  const std::string_view opener = Opener(format_);
-  *held = buf_.size();
-  if (format_ != ToolFormat::kLlama31) {
-    const size_t at = buf_.find(opener);
-    if (at == std::string::npos) *held = HeldFrom(buf_, opener);
-    return at;
-  }
-  // Llama: '{' then "name", whitespace allowed between them.
-  for (size_t at = buf_.find('{'); at != std::string::npos; at = buf_.find('{', at + 1)) {
-    Cursor c{std::string_view(buf_).substr(at + 1)};
-    if (c.Literal("\"name\"")) return at;
-    if (c.more) {
-      *held = at;
-      return std::string::npos;
-    }
-  }
-  return std::string::npos;
-}
-
 void ToolCallParser::Run(Delta* out) {
-  if (format_ == ToolFormat::kGeneric) return;  // one JSON value: read at Finish
-  size_t held = 0;
+  if (syntax_.kind == ToolSyntax::Kind::kGeneric) return;  // one JSON value: read at Finish
   for (;;) {
+    bool more = false;
     switch (state_) {
       case State::kFailed:
         EmitContent(buf_, out);
         buf_.clear();
         return;
-      case State::kText: {
-        const std::string_view opener = Opener(format_);
-        const size_t at = FindOpener(&held);
-        if (at == std::string::npos) {
-          // Held back: what may start an opener, and trailing whitespace (dropped if a call
-          // follows).
-          size_t keep = held;
-          while (keep > 0 && IsSpace(buf_[keep - 1])) --keep;
-          EmitContent(std::string_view(buf_).substr(0, keep), out);
-          buf_.erase(0, keep);
-          return;
-        }
-        size_t keep = at;
-        while (keep > 0 && IsSpace(buf_[keep - 1])) --keep;
-        EmitContent(std::string_view(buf_).substr(0, keep), out);
-        // The call's text (kept for Fail) starts with the whitespace before it.
-        const size_t opener_size = format_ == ToolFormat::kLlama31 ? 0 : opener.size();  // Llama's is the call's start
-        call_text_ = buf_.substr(keep, at - keep + opener_size);
-        buf_.erase(0, at + opener_size);
-        state_ = State::kHead;
-        break;
-      }
-      case State::kHead:
-        if (!RunHead(out)) return;
-        break;
-      case State::kArguments:
-        if (!RunArguments(out)) return;
-        break;
-      case State::kTail:
-        if (!RunTail()) return;
-        break;
+      case State::kText: more = RunText(out); break;
+      case State::kName: more = RunName(out); break;
+      case State::kArguments: more = RunArguments(out); break;
+      case State::kParameters: more = RunParameters(out); break;
+      case State::kCallEnd: more = RunCallEnd(out); break;
+      case State::kAfterCall: more = RunAfterCall(out); break;
     }
+    if (!more) return;
   }
 }
 
-bool ToolCallParser::RunHead(Delta* out) {
-  Cursor c{buf_};
-  std::string name;
-  const char* key = format_ == ToolFormat::kLlama31 ? "\"parameters\"" : "\"arguments\"";
-  bool ok = true;
-  if (format_ == ToolFormat::kMistral && !in_list_) ok = c.Literal("[");
-  ok = ok && c.Literal("{") && c.Literal("\"name\"") && c.Literal(":") && c.String(&name) && c.Literal(",") &&
-       c.Literal(key) && c.Literal(":");
-  if (!ok) {
-    if (!c.more) Fail(out);
+bool ToolCallParser::RunText(Delta* out) {
+  const std::string list = syntax_.begin + syntax_.call_begin;
+  size_t held = buf_.size();
+  for (size_t at = buf_.find(list[0]); at != std::string::npos; at = buf_.find(list[0], at + 1)) {
+    size_t p = at;
+    const Match m = MatchAt(list, &p, &id_);
+    if (m == Match::kNo) continue;
+    if (m == Match::kPartial) {
+      held = at;
+      break;
+    }
+    // Whitespace before the calls is neither content nor the call's.
+    size_t keep = at;
+    while (keep > 0 && IsSpace(buf_[keep - 1])) --keep;
+    EmitContent(std::string_view(buf_).substr(0, keep), out);
+    buf_.erase(0, keep);
+    call_text_.clear();
+    Consume(p - keep);
+    state_ = State::kName;
+    return true;
+  }
+  // Held back: what may start the calls, and trailing whitespace (dropped if calls follow).
+  size_t keep = held;
+  while (keep > 0 && IsSpace(buf_[keep - 1])) --keep;
+  EmitContent(std::string_view(buf_).substr(0, keep), out);
+  buf_.erase(0, keep);
+  return false;
+}
+
+bool ToolCallParser::RunName(Delta* out) {
+  size_t p = 0;
+  while (p < buf_.size() && IsNameChar(buf_[p])) ++p;
+  if (p > kMaxName) {
+    Fail(out);
     return false;
   }
-  in_list_ = format_ == ToolFormat::kMistral;
-  call_text_.append(buf_, 0, c.p);
-  buf_.erase(0, c.p);
-  current_ = ToolCall{NewId(), std::move(name), ""};
+  if (p == buf_.size()) return false;  // the name may go on
+  if (p == 0) {
+    Fail(out);
+    return false;
+  }
+  std::string name = buf_.substr(0, p);
+  const Match m = MatchAt(syntax_.name_end, &p, &id_);
+  if (m != Match::kYes) {
+    if (m == Match::kNo) Fail(out);
+    return false;
+  }
+  Consume(p);
+  current_ = ToolCall{id_.empty() ? NewId() : id_, std::move(name), ""};
+  id_.clear();
   out->calls.push_back({static_cast<int>(calls_.size()), current_.id, current_.name, ""});
   nesting_ = JsonNesting{};
-  state_ = State::kArguments;
+  parameters_ = 0;
+  state_ = syntax_.xml_arguments ? State::kParameters : State::kArguments;
   return true;
+}
+
+void ToolCallParser::AddArguments(std::string_view fragment, Delta* out) {
+  if (fragment.empty()) return;
+  current_.arguments += fragment;
+  if (!out->calls.empty() && out->calls.back().index == static_cast<int>(calls_.size())) {
+    out->calls.back().arguments += fragment;
+  } else {
+    out->calls.push_back({static_cast<int>(calls_.size()), "", "", std::string(fragment)});
+  }
 }
 
 bool ToolCallParser::RunArguments(Delta* out) {
@@ -283,54 +224,113 @@ bool ToolCallParser::RunArguments(Delta* out) {
       break;
     }
   }
-  call_text_.append(buf_, 0, i);
-  buf_.erase(0, i);
-  current_.arguments += fragment;
-  if (!fragment.empty()) {
-    if (!out->calls.empty() && out->calls.back().index == static_cast<int>(calls_.size())) {
-      out->calls.back().arguments += fragment;
-    } else {
-      out->calls.push_back({static_cast<int>(calls_.size()), "", "", fragment});
-    }
-  }
+  Consume(i);
+  AddArguments(fragment, out);
   if (nesting_.depth != 0 || current_.arguments.empty()) return false;  // more to come
-  nesting_ = JsonNesting{1};  // inside the call object
-  state_ = State::kTail;
+  state_ = State::kCallEnd;
   return true;
 }
 
-bool ToolCallParser::RunTail() {
-  size_t i = 0;
-  for (; i < buf_.size() && nesting_.depth > 0; ++i) nesting_.Step(buf_[i]);  // keys after the arguments (an "id")
-  call_text_.append(buf_, 0, i);
-  buf_.erase(0, i);
-  if (nesting_.depth > 0) return false;
-  // After the call object: the family's closing text.
-  Cursor c{buf_};
-  if (format_ == ToolFormat::kHermes && !c.Literal("</tool_call>")) {
-    if (c.more) return false;
-  } else if (format_ == ToolFormat::kMistral) {
-    if (c.Literal(",")) {
-      in_list_ = true;
-    } else if (c.Literal("]")) {
-      in_list_ = false;
-    } else if (c.more || c.p == buf_.size()) {
-      return false;
-    } else {
-      in_list_ = false;  // not a list after all: text again
+std::string ToolCallParser::ParameterJson(const std::string& key, std::string value, bool json_value) const {
+  for (const auto& [function, keys] : string_parameters_) {
+    if (json_value) break;
+    if (function == current_.name && std::find(keys.begin(), keys.end(), key) != keys.end()) return json(value).dump();
+  }
+  const json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
+  return v.is_discarded() ? json(value).dump() : v.dump();
+}
+
+bool ToolCallParser::RunParameters(Delta* out) {
+  size_t p = 0;
+  while (p < buf_.size() && IsSpace(buf_[p])) ++p;
+  if (p == buf_.size()) return false;
+  const Match begin = MatchAt(syntax_.param_begin, &p, nullptr);
+  if (begin == Match::kPartial) return false;
+  if (begin == Match::kNo) {  // no more arguments
+    AddArguments(parameters_ == 0 ? "{}" : "}", out);
+    state_ = State::kCallEnd;
+    return true;
+  }
+  // KEY mid VALUE end: the key ends where the mid's markup starts, the value where the end's.
+  std::string_view mid = Trim(syntax_.param_mid);
+  const std::string_view end = Trim(syntax_.param_end);
+  size_t key_end = buf_.find(mid, p);
+  bool json_value = false;
+  if (!syntax_.param_mid_json.empty()) {
+    const std::string_view mid_json = Trim(syntax_.param_mid_json);
+    const size_t at = buf_.find(mid_json, p);
+    if (at < key_end) {
+      key_end = at;
+      mid = mid_json;
+      json_value = true;
     }
   }
-  buf_.erase(0, c.p);
+  const size_t value_at = key_end == std::string::npos ? key_end : buf_.find(end, key_end + mid.size());
+  if (value_at == std::string::npos) {
+    if (buf_.size() > kMaxParameterText) Fail(out);
+    return false;
+  }
+  const std::string key(Trim(std::string_view(buf_).substr(p, key_end - p)));
+  size_t v = key_end + mid.size();
+  const std::string& full_mid = json_value ? syntax_.param_mid_json : syntax_.param_mid;
+  if (full_mid.back() == '\n' && v < value_at && buf_[v] == '\n') ++v;  // the markup's line break
+  size_t v_end = value_at;
+  if (syntax_.param_end.front() == '\n' && v_end > v && buf_[v_end - 1] == '\n') --v_end;
+  size_t q = value_at + end.size();
+  const std::string_view after_end = std::string_view(syntax_.param_end).substr(syntax_.param_end.find(end) + end.size());
+  if (MatchAt(after_end, &q, nullptr) == Match::kPartial) return false;
+  if (key.empty()) {
+    Fail(out);
+    return false;
+  }
+  const std::string value = ParameterJson(key, buf_.substr(v, v_end - v), json_value);
+  AddArguments((parameters_++ == 0 ? "{" : ", ") + json(key).dump() + ": " + value, out);
+  Consume(q);
+  return true;
+}
+
+void ToolCallParser::EndCall() {
   calls_.push_back(std::move(current_));
   current_ = ToolCall{};
   call_text_.clear();
-  state_ = in_list_ ? State::kHead : State::kText;
+}
+
+bool ToolCallParser::RunCallEnd(Delta*) {
+  size_t p = 0;
+  Match m = MatchAt(syntax_.call_end, &p, &id_);
+  if (m == Match::kNo && !call_end_without_id_.empty()) m = MatchAt(call_end_without_id_, &p, nullptr);
+  if (m == Match::kPartial) return false;
+  if (m == Match::kYes) buf_.erase(0, p);
+  // Without its closing text the call stands; what follows is text again.
+  EndCall();
+  id_.clear();
+  state_ = m == Match::kYes ? State::kAfterCall : State::kText;
+  return true;
+}
+
+bool ToolCallParser::RunAfterCall(Delta*) {
+  if (syntax_.parallel) {
+    size_t p = 0;
+    const Match next = MatchAt(syntax_.separator + syntax_.call_begin, &p, &id_);
+    if (next == Match::kPartial) return false;
+    if (next == Match::kYes) {
+      Consume(p);
+      state_ = State::kName;
+      return true;
+    }
+  }
+  size_t p = 0;
+  const Match end = MatchAt(syntax_.end, &p, nullptr);
+  if (end == Match::kPartial) return false;
+  if (end == Match::kYes) buf_.erase(0, p);
+  call_text_.clear();
+  state_ = State::kText;
   return true;
 }
 
 ToolCallParser::Delta ToolCallParser::Finish() {
   Delta out;
-  if (format_ == ToolFormat::kGeneric) {
+  if (syntax_.kind == ToolSyntax::Kind::kGeneric) {
     const json v = json::parse(buf_, nullptr, /*allow_exceptions=*/false);
     auto add = [&](const json& call) {
       if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return false;
@@ -360,8 +360,20 @@ ToolCallParser::Delta ToolCallParser::Finish() {
     buf_.clear();
     return out;
   }
-  if (state_ == State::kTail && nesting_.depth == 0) {  // a call without its closing text
-    calls_.push_back(std::move(current_));
+  if (state_ == State::kParameters && (Trim(buf_).empty() || syntax_.call_end.starts_with(Trim(buf_)))) {
+    AddArguments(parameters_ == 0 ? "{}" : "}", &out);  // the arguments ended with the text
+    state_ = State::kCallEnd;
+  }
+  if (state_ == State::kCallEnd) {  // a call without (all of) its closing text
+    EndCall();
+    buf_.clear();
+    state_ = State::kAfterCall;
+  }
+  if (state_ == State::kAfterCall) {  // the calls' closing text, cut short where the text ended
+    if (Trim(buf_).empty() || syntax_.end.starts_with(Trim(buf_)) ||
+        (syntax_.separator + syntax_.call_begin).starts_with(Trim(buf_))) {
+      buf_.clear();
+    }
     state_ = State::kText;
   }
   if (state_ == State::kText || state_ == State::kFailed) {

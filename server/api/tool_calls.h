@@ -3,37 +3,42 @@
 //   ToolRequest       the tools a request offers and its tool_choice, as the front end decoded
 //                     them (OpenAI's `tools`, `tool_choice`, `parallel_tool_calls`)
 //   ToolCallSpec      the constraint that makes the model's calls parse and validate, in the
-//                     family's format (chat_template.h, "Tools"):
-//                       llama3.1  {"name": <one of the tools>, "parameters": <its schema>}
-//                       hermes    <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>,
-//                                 repeated with parallel calls
-//                       mistral   [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...]
-//                       generic   {"tool_call": {"name", "arguments"}} ({"tool_calls": [...]}
-//                                 with parallel calls), or {"response": "<text>"} under auto
+//                     syntax of the model's template (ToolSyntax, engine/tokenizer/tool_syntax.h):
+//                     its literals around each call's name and arguments, the arguments under
+//                     the function's JSON Schema (or, where the template writes them as
+//                     markup, one element per argument of the function); the generic syntax:
+//                     {"tool_call": {"name", "arguments"}} ({"tool_calls": [...]} with
+//                     parallel calls), or {"response": "<text>"} under auto.
 //                     `required` and a named function constrain from the first token; `auto`
-//                     constrains from the moment the family's opener ("<tool_call>",
-//                     "[TOOL_CALLS]", '{"name"') appears (the generic format: always, with
+//                     constrains from the moment the syntax's opener ("<tool_call>",
+//                     "[TOOL_CALLS]", '{"name":') appears (the generic syntax: always, with
 //                     "response" as one of its alternatives); `none` shows the tools (as vLLM
 //                     does: the turns of a tool loop then share their prefix) but neither
 //                     constrains nor parses.
 //   ToolCallParser    turns the generated text back into content and calls, incrementally:
 //                     a call's id and name come once, its arguments in fragments that
-//                     concatenate to the JSON text the model wrote.
+//                     concatenate to the JSON text of its arguments. Whitespace in the
+//                     syntax's literals matches any whitespace, and JSON punctuation may have
+//                     whitespace around it, so a call written by hand parses too.
 // A tool's parameters are enforced exactly under `"strict": true` (an unsupported keyword is a
 // 400); otherwise keywords the grammar cannot enforce are ignored, so any schema a client
-// sends works and the arguments are always JSON.
+// sends works and the arguments are always JSON. Arguments written as markup are constrained
+// to the function's parameter names, not their types.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "common/json_nesting.h"
 #include "common/status.h"
 #include "engine/grammar/output_spec.h"
 #include "engine/tokenizer/chat_template.h"
-#include "server/api/json_nesting.h"
+#include "engine/tokenizer/tool_syntax.h"
 
 namespace kvserve {
 
@@ -54,8 +59,8 @@ struct ToolRequest {
   bool active() const { return !tools.empty() && choice != Choice::kNone; }
 };
 
-// The constraint for `request` (REQUIRES: active()) in `format`.
-[[nodiscard]] StructuredOutputSpec ToolCallSpec(ToolFormat format, const ToolRequest& request);
+// The constraint for `request` (REQUIRES: active()) in `syntax`.
+[[nodiscard]] StructuredOutputSpec ToolCallSpec(const ToolSyntax& syntax, const ToolRequest& request);
 
 struct ToolCall {
   std::string id;
@@ -79,7 +84,9 @@ class ToolCallParser {
     bool empty() const { return content.empty() && calls.empty(); }
   };
 
-  explicit ToolCallParser(ToolFormat format);
+  // `tools`: the offered tools (their parameters' types turn arguments written as markup into
+  // JSON: a string parameter's value stays a string).
+  explicit ToolCallParser(ToolSyntax syntax, std::span<const ToolDefinition> tools = {});
 
   [[nodiscard]] Delta Feed(std::string_view text);
   // The end of the text: what was held back. A call left incomplete (the text ended inside it,
@@ -90,29 +97,42 @@ class ToolCallParser {
   const std::vector<ToolCall>& calls() const { return calls_; }
   const std::string& content() const { return content_; }
 
+  // How a literal of the syntax matched text: completely, not (yet: the text ended), or not.
+  enum class Match { kYes, kPartial, kNo };
+
  private:
-  enum class State { kText, kHead, kArguments, kTail, kFailed };
-  // Advances over buf_ as far as it can; appends to `out`.
+  enum class State { kText, kName, kArguments, kParameters, kCallEnd, kAfterCall, kFailed };
+  // Advances over buf_ as far as it can; appends to `out`. Each Run* returns false to wait.
   void Run(Delta* out);
-  bool RunHead(Delta* out);
+  bool RunText(Delta* out);
+  bool RunName(Delta* out);
   bool RunArguments(Delta* out);
-  bool RunTail();
-  // Where the family's opener starts in buf_ (npos if nowhere); *held: where a possible
-  // opener's start begins (buf_.size() if none).
-  size_t FindOpener(size_t* held) const;
+  bool RunParameters(Delta* out);
+  bool RunCallEnd(Delta* out);
+  bool RunAfterCall(Delta* out);
+  // Matches `literal` at buf_[*pos] (the id slot's text to *id).
+  Match MatchAt(std::string_view literal, size_t* pos, std::string* id) const;
+  void Consume(size_t n);  // buf_'s first n bytes are the call's text
   void EmitContent(std::string_view text, Delta* out);
+  void AddArguments(std::string_view fragment, Delta* out);
+  void EndCall();
   // The text from the current call's start becomes content (a call that does not parse).
   void Fail(Delta* out);
   std::string NewId();
+  // A parameter's value written as markup, as JSON: a string unless its type is not one (or
+  // the markup said it is JSON).
+  std::string ParameterJson(const std::string& key, std::string value, bool json_value) const;
 
-  ToolFormat format_;
+  ToolSyntax syntax_;
+  std::string call_end_without_id_;  // call_end without its `, "id": ...` member, if it has one
+  std::vector<std::pair<std::string, std::vector<std::string>>> string_parameters_;  // function -> keys
   std::string buf_;        // text not consumed yet
   State state_ = State::kText;
-  std::string call_text_;  // the raw text of the calls being parsed (for Fail)
+  std::string call_text_;  // the raw text of the call being parsed (for Fail)
   ToolCall current_;
-  // The nesting of the JSON text read: the arguments', then the call object's after them.
+  std::string id_;         // an id read before the call's arguments
+  int parameters_ = 0;     // markup arguments of the current call read
   JsonNesting nesting_;
-  bool in_list_ = false;   // mistral: inside [TOOL_CALLS] [...]
   std::vector<ToolCall> calls_;
   std::string content_;
   std::mt19937_64 rng_;

@@ -37,7 +37,7 @@ GenerationJob::GenerationJob(Engine* engine, const Tokenizer* tokenizer, Respons
   echo_.resize(streams_.size());
   prompt_lengths_.resize(streams_.size());
   if (meta_.tools && meta_.kind == ApiKind::kChat && !meta_.responses) {
-    for (Choice& c : choices_) c.tools = std::make_unique<ToolCallParser>(*meta_.tools);
+    for (Choice& c : choices_) c.tools = std::make_unique<ToolCallParser>(*meta_.tools, meta_.tool_definitions);
   }
   if (meta_.reasoning && meta_.kind == ApiKind::kChat && !meta_.responses) {
     for (Choice& c : choices_) c.reasoning = std::make_unique<ReasoningParser>(ReasoningTags{}, meta_.reasoning_open);

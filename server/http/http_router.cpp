@@ -375,7 +375,10 @@ HttpRouter::Result HttpRouter::Generate(const HttpRequestInfo& request, ApiKind 
   meta.model = ctx_->model_id;
   meta.logprobs = q.logprobs;
   meta.include_usage = q.stream && q.include_usage;
-  if (q.tools.active()) meta.tools = builder_.chat_template().tool_format();
+  if (q.tools.active()) {
+    meta.tools = builder_.chat_template().tool_syntax();
+    meta.tool_definitions = q.tools.tools;
+  }
   meta.reasoning = submitted.reasoning;
   meta.reasoning_open = submitted.reasoning_open;
   result.id = meta.id;

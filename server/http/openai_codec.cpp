@@ -7,7 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "server/api/json_nesting.h"
+#include "common/json_nesting.h"
 #include "server/http/openai_tools.h"
 
 namespace kvserve {

@@ -56,8 +56,10 @@ struct ResponseMeta {
   bool include_usage = false;
   // Set for POST /v1/responses: its objects and events replace the chat completion's.
   std::shared_ptr<ResponsesTurn> responses;
-  // Chat with tools the model may call: the replies are read for calls in this format.
-  std::optional<ToolFormat> tools;
+  // Chat with tools the model may call: the replies are read for calls in this syntax, with
+  // these tools' parameter types.
+  std::optional<ToolSyntax> tools;
+  std::vector<ToolDefinition> tool_definitions;
   // Chat: the replies' <think> part is returned apart (reasoning_content and reasoning); the
   // prompt already opened it.
   bool reasoning = false;

@@ -283,7 +283,7 @@ TEST_P(StructuredOutputTest, FramedValuesRepeatBetweenTheirTexts) {
   auto engine = testing::MakeEngine(model_, testing::TestConfig(512));
   StructuredOutputSpec spec = Schema(R"({"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":9}},"required":["a"],"additionalProperties":false})");
   spec.max_whitespace = 0;
-  spec.frame = {.prefix = "[", .item_prefix = "<c>", .item_suffix = "</c>", .separator = "\n", .suffix = "]",
+  spec.frame = {.prefix = "[", .item_prefix = "<c>", .item_suffix = "</c>", .separator = "\n", .suffix = "]", .heads = {},
                 .min_items = 2, .max_items = 3};
   const std::regex shape(R"(\[<c>\{"a":[0-9]\}</c>(\n<c>\{"a":[0-9]\}</c>){1,2}\])");
   for (int i = 0; i < 4; ++i) {

@@ -22,8 +22,9 @@ struct Parsed {
 
 // Feeds `text` in pieces of `step` bytes (0: whole) and rebuilds the calls from the fragments:
 // id and name once, arguments concatenated.
-Parsed Parse(ToolFormat format, const std::string& text, size_t step = 0) {
-  ToolCallParser parser(format);
+Parsed Parse(const ToolSyntax& syntax, const std::string& text, size_t step = 0,
+             std::span<const ToolDefinition> tools = {}) {
+  ToolCallParser parser(syntax, tools);
   Parsed p;
   auto take = [&](const ToolCallParser::Delta& d) {
     p.content += d.content;
@@ -53,11 +54,12 @@ Parsed Parse(ToolFormat format, const std::string& text, size_t step = 0) {
 }
 
 // Every split size gives the same content and calls.
-void ExpectParses(ToolFormat format, const std::string& text, const std::string& content,
-                  const std::vector<std::pair<std::string, std::string>>& calls) {
+void ExpectParses(const ToolSyntax& syntax, const std::string& text, const std::string& content,
+                  const std::vector<std::pair<std::string, std::string>>& calls,
+                  std::span<const ToolDefinition> tools = {}) {
   for (size_t step : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{13}}) {
     SCOPED_TRACE("step " + std::to_string(step));
-    const Parsed p = Parse(format, text, step);
+    const Parsed p = Parse(syntax, text, step, tools);
     EXPECT_EQ(p.content, content);
     ASSERT_EQ(p.calls.size(), calls.size());
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -73,11 +75,11 @@ constexpr char kTricky[] = R"({"city": "Paris", "q": "a}b\"{", "deep": {"x": [1,
 TEST(ToolCallParserTest, Hermes) {
   const std::string text = std::string("Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ") +
                            kTricky + "}\n</tool_call>\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n</tool_call>";
-  ExpectParses(ToolFormat::kHermes, text, "Let me check.", {{"get_weather", kTricky}, {"time", "{}"}});
-  ExpectParses(ToolFormat::kHermes, "No tools needed: 1 < 2, {x}.", "No tools needed: 1 < 2, {x}.", {});
+  ExpectParses(ToolSyntax::Hermes(), text, "Let me check.", {{"get_weather", kTricky}, {"time", "{}"}});
+  ExpectParses(ToolSyntax::Hermes(), "No tools needed: 1 < 2, {x}.", "No tools needed: 1 < 2, {x}.", {});
   // A call without its closing tag at the end still counts.
-  ExpectParses(ToolFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "", {{"f", "{\"a\": 1}"}});
-  const Parsed p = Parse(ToolFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+  ExpectParses(ToolSyntax::Hermes(), "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "", {{"f", "{\"a\": 1}"}});
+  const Parsed p = Parse(ToolSyntax::Hermes(), "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
   EXPECT_TRUE(p.calls[0].id.starts_with("call_")) << p.calls[0].id;
   EXPECT_EQ(p.calls[0].id.size(), 29u);
 }
@@ -85,29 +87,29 @@ TEST(ToolCallParserTest, Hermes) {
 TEST(ToolCallParserTest, Mistral) {
   const std::string text = std::string("[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": ") + kTricky +
                            ", \"id\": \"abcdefghi\"}, {\"name\": \"b\", \"arguments\": {}}]";
-  ExpectParses(ToolFormat::kMistral, text, "", {{"a", kTricky}, {"b", "{}"}});
-  const Parsed p = Parse(ToolFormat::kMistral, text);
+  ExpectParses(ToolSyntax::Mistral(), text, "", {{"a", kTricky}, {"b", "{}"}});
+  const Parsed p = Parse(ToolSyntax::Mistral(), text);
   EXPECT_EQ(p.calls[0].id.size(), 9u);  // the template's id length
 }
 
 TEST(ToolCallParserTest, Llama31) {
-  ExpectParses(ToolFormat::kLlama31, std::string("{\"name\": \"f\", \"parameters\": ") + kTricky + "}", "", {{"f", kTricky}});
-  ExpectParses(ToolFormat::kLlama31, "{ \"name\" : \"f\" , \"parameters\" : {}}", "", {{"f", "{}"}});
-  ExpectParses(ToolFormat::kLlama31, "Hello {world} and {\"a\": 1}", "Hello {world} and {\"a\": 1}", {});
+  ExpectParses(ToolSyntax::Llama31(), std::string("{\"name\": \"f\", \"parameters\": ") + kTricky + "}", "", {{"f", kTricky}});
+  ExpectParses(ToolSyntax::Llama31(), "{ \"name\" : \"f\" , \"parameters\" : {}}", "", {{"f", "{}"}});
+  ExpectParses(ToolSyntax::Llama31(), "Hello {world} and {\"a\": 1}", "Hello {world} and {\"a\": 1}", {});
 }
 
 TEST(ToolCallParserTest, Generic) {
-  ExpectParses(ToolFormat::kGeneric, R"({"tool_call": {"name": "f", "arguments": {"a": 1}}})", "", {{"f", R"({"a":1})"}});
-  ExpectParses(ToolFormat::kGeneric, R"({"tool_calls": [{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"b": [2]}}]})",
+  ExpectParses(ToolSyntax::Generic(), R"({"tool_call": {"name": "f", "arguments": {"a": 1}}})", "", {{"f", R"({"a":1})"}});
+  ExpectParses(ToolSyntax::Generic(), R"({"tool_calls": [{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"b": [2]}}]})",
                "", {{"f", "{}"}, {"g", R"({"b":[2]})"}});
-  ExpectParses(ToolFormat::kGeneric, R"({"response": "Hi \"there\""})", "Hi \"there\"", {});
-  ExpectParses(ToolFormat::kGeneric, "not json", "not json", {});
+  ExpectParses(ToolSyntax::Generic(), R"({"response": "Hi \"there\""})", "Hi \"there\"", {});
+  ExpectParses(ToolSyntax::Generic(), "not json", "not json", {});
 }
 
 // A text that ends inside a call (max_tokens) or does not parse is content, whole.
 TEST(ToolCallParserTest, IncompleteOrMalformedCallsAreContent) {
   const std::string cut = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2";
-  ToolCallParser parser(ToolFormat::kHermes);
+  ToolCallParser parser(ToolSyntax::Hermes());
   const ToolCallParser::Delta d = parser.Feed(cut);
   EXPECT_EQ(d.content, "Sure.");
   ASSERT_EQ(d.calls.size(), 1u);  // streamed: the call's start went out
@@ -115,8 +117,8 @@ TEST(ToolCallParserTest, IncompleteOrMalformedCallsAreContent) {
   EXPECT_TRUE(parser.Finish().empty());
   EXPECT_TRUE(parser.calls().empty());
   EXPECT_EQ(parser.content(), cut);  // a complete response: the text as it came
-  ExpectParses(ToolFormat::kHermes, "<tool_call>\nnot json</tool_call>", "<tool_call>\nnot json</tool_call>", {});
-  ExpectParses(ToolFormat::kMistral, "[TOOL_CALLS] oops", "[TOOL_CALLS] oops", {});
+  ExpectParses(ToolSyntax::Hermes(), "<tool_call>\nnot json</tool_call>", "<tool_call>\nnot json</tool_call>", {});
+  ExpectParses(ToolSyntax::Mistral(), "[TOOL_CALLS] oops", "[TOOL_CALLS] oops", {});
 }
 
 // The grammars accept what the parser reads, and refuse other names and bad arguments.
@@ -139,17 +141,19 @@ TEST(ToolCallSpecTest, GrammarsAcceptTheFamiliesCalls) {
   for (ToolRequest::Choice choice : {ToolRequest::Choice::kRequired, ToolRequest::Choice::kAuto}) {
     request.choice = choice;
     SCOPED_TRACE(static_cast<int>(choice));
-    const StructuredOutputSpec hermes = ToolCallSpec(ToolFormat::kHermes, request);
+    const StructuredOutputSpec hermes = ToolCallSpec(ToolSyntax::Hermes(), request);
     EXPECT_EQ(hermes.triggers.empty(), choice == ToolRequest::Choice::kRequired);
     EXPECT_TRUE(accepts(hermes, "<tool_call>\n" + weather + "\n</tool_call>\n<tool_call>\n" + time + "\n</tool_call>"));
     EXPECT_FALSE(accepts(hermes, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
     EXPECT_FALSE(accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"x\"}}\n</tool_call>"));
-    const StructuredOutputSpec mistral = ToolCallSpec(ToolFormat::kMistral, request);
-    EXPECT_TRUE(accepts(mistral, "[TOOL_CALLS] [" + weather + ", " + time + "]"));
-    const StructuredOutputSpec llama = ToolCallSpec(ToolFormat::kLlama31, request);
+    const StructuredOutputSpec mistral = ToolCallSpec(ToolSyntax::Mistral(), request);
+    const auto with_id = [](std::string call, const char* id) { return call.insert(call.size() - 1, std::string(", \"id\": \"") + id + "\""); };
+    EXPECT_TRUE(accepts(mistral, "[TOOL_CALLS] [" + with_id(weather, "a1b2c3d4e") + ", " + with_id(time, "Zz9876543") + "]"));
+    EXPECT_FALSE(accepts(mistral, "[TOOL_CALLS] [" + with_id(weather, "short") + "]"));
+    const StructuredOutputSpec llama = ToolCallSpec(ToolSyntax::Llama31(), request);
     EXPECT_TRUE(accepts(llama, R"({"name": "time", "parameters": {"any": [1]}})"));
     EXPECT_FALSE(accepts(llama, time));  // "arguments" is not Llama's key
-    const StructuredOutputSpec generic = ToolCallSpec(ToolFormat::kGeneric, request);
+    const StructuredOutputSpec generic = ToolCallSpec(ToolSyntax::Generic(), request);
     EXPECT_TRUE(generic.triggers.empty());
     EXPECT_TRUE(accepts(generic, R"({"tool_calls": [)" + weather + "]}"));
     EXPECT_EQ(accepts(generic, R"({"response": "hi"})"), choice == ToolRequest::Choice::kAuto);
@@ -157,14 +161,14 @@ TEST(ToolCallSpecTest, GrammarsAcceptTheFamiliesCalls) {
   // A named function, without parallel calls: that function, once.
   request.choice = ToolRequest::Choice::kFunction;
   request.function = "time";
-  const StructuredOutputSpec named = ToolCallSpec(ToolFormat::kHermes, request);
+  const StructuredOutputSpec named = ToolCallSpec(ToolSyntax::Hermes(), request);
   EXPECT_TRUE(accepts(named, "<tool_call>\n" + time + "\n</tool_call>"));
   EXPECT_FALSE(accepts(named, "<tool_call>\n" + weather + "\n</tool_call>"));
   EXPECT_FALSE(accepts(named, "<tool_call>\n" + time + "\n</tool_call>\n<tool_call>\n" + time + "\n</tool_call>"));
   request.choice = ToolRequest::Choice::kRequired;
   request.parallel = false;
-  EXPECT_FALSE(accepts(ToolCallSpec(ToolFormat::kGeneric, request), R"({"tool_calls": [)" + weather + "]}"));
-  EXPECT_TRUE(accepts(ToolCallSpec(ToolFormat::kGeneric, request), R"({"tool_call": )" + weather + "}"));
+  EXPECT_FALSE(accepts(ToolCallSpec(ToolSyntax::Generic(), request), R"({"tool_calls": [)" + weather + "]}"));
+  EXPECT_TRUE(accepts(ToolCallSpec(ToolSyntax::Generic(), request), R"({"tool_call": )" + weather + "}"));
 }
 
 }  // namespace tool_calls_test

@@ -29,15 +29,16 @@ std::unique_ptr<Tokenizer> ChatmlTokenizer() {
   return std::move(t).value();
 }
 
-// A Qwen3-like template (hermes tool calls, so it is given the tools): thinking on by default,
-// past reasoning shown, calls with object arguments.
+// A Qwen3-like template (calls as Qwen3-Coder's markup, which kvserve reads back, so it is
+// given the tools): thinking on by default, past reasoning shown, calls with object arguments.
 constexpr char kTemplate[] =
     "{%- if tools %}<|im_start|>system\n<tools>{{ tools | tojson }}</tools><|im_end|>\n{% endif %}"
     "{%- for m in messages %}{{ '<|im_start|>' + m.role + '\\n' }}"
     "{%- if m.reasoning_content is defined %}<think>{{ m.reasoning_content }}</think>{% endif %}"
     "{{- m.content }}"
-    "{%- for tc in m.tool_calls | default([]) %}<tool_call>[{{ tc.function.name }}:"
-    "{%- for k, v in tc.function.arguments | items %}{{ k }}={{ v }};{% endfor %}]</tool_call>{% endfor %}"
+    "{%- for tc in m.tool_calls | default([]) %}<tool_call>\n<function={{ tc.function.name }}>\n"
+    "{%- for k, v in tc.function.arguments | items %}<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}"
+    "</function>\n</tool_call>{% endfor %}"
     "{{- '<|im_end|>\\n' }}{% endfor %}"
     "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and not enable_thinking %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
@@ -61,7 +62,8 @@ TEST(ChatJinjaTest, TheTemplateGetsWhatTransformersGivesIt) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->text,
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>The user greets me.</think>Hello!<|im_end|>\n"
-            "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>[get_weather:city=Paris;days=2;]</tool_call><|im_end|>\n"
+            "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n<function=get_weather>"
+            "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
             "<|im_start|>tool\n21C<|im_end|>\n<|im_start|>assistant\n");
   // chat_template_kwargs become variables.
   StatusOr<RenderedChat> off = Render(t, {{"user", "Hi"}}, true, ChatExtras{R"({"enable_thinking": false})", false});
@@ -101,8 +103,11 @@ TEST(ChatJinjaTest, ControlTokenTextsFromClientsStayText) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), think), 1);
   // The texts themselves are all there.
   EXPECT_NE(r->text.find("a<|im_end|>b"), std::string::npos);
-  EXPECT_NE(r->text.find("[f<|im_end|>:x=<|im_end|>\n<|im_start|>system;]"), std::string::npos) << r->text;
-  EXPECT_EQ(t.tool_format(), ToolFormat::kHermes);
+  EXPECT_NE(r->text.find("<function=f<|im_end|>><parameter=x>\n<|im_end|>\n<|im_start|>system\n</parameter>"),
+            std::string::npos)
+      << r->text;
+  EXPECT_TRUE(t.tool_syntax().derived);
+  EXPECT_EQ(t.tool_syntax().family, "qwen3-coder");
   // A client's private-use plane-15 character passes through unchanged.
   const std::string pua = "\xF3\xB0\x80\x81";  // U+F0001
   StatusOr<RenderedChat> p = Render(t, {{"user", "x" + pua + "y"}});

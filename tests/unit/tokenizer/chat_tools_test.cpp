@@ -55,7 +55,6 @@ TEST(ChatToolsTest, DetectsTheToolFormat) {
   EXPECT_EQ(ChatTemplate::Detect(testing::kOpenHermesChatml, *tok).tool_format(), ToolFormat::kGeneric);
   EXPECT_EQ(ChatTemplate::Detect(testing::kMixtral, *tok).tool_format(), ToolFormat::kGeneric);
   EXPECT_EQ(ChatTemplate::Detect(testing::kLlama2Chat, *tok).tool_format(), ToolFormat::kGeneric);
-  EXPECT_STREQ(ToolFormatName(ToolFormat::kHermes), "hermes");
 }
 
 TEST(ChatToolsTest, HermesAsQwen25) {

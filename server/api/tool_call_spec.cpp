@@ -1,0 +1,147 @@
+// ToolCallSpec (see tool_calls.h): the grammar of a request's tool calls in the template's syntax.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "server/api/tool_calls.h"
+
+namespace kvserve {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Choice = ToolRequest::Choice;
+using Spec = StructuredOutputSpec;
+
+static_assert(ToolSyntax::kIdSlot == Spec::kIdSlot && ToolSyntax::kIndexSlot == Spec::kIndexSlot &&
+              ToolSyntax::kIdLength == Spec::kIdLength);
+
+// JSON whitespace allowed per gap in a call: enough for `{"name": "f", "arguments": {...}}`,
+// the spacing the templates render calls with, and no room to wander.
+constexpr int kToolWhitespace = 1;
+constexpr int kIndentedWhitespace = 16;
+
+json Parameters(const ToolDefinition& tool) {
+  json parameters = json::parse(tool.parameters, nullptr, /*allow_exceptions=*/false);
+  if (tool.parameters.empty() || parameters.is_discarded() || !parameters.is_object()) return json{{"type", "object"}};
+  return parameters;
+}
+
+// {"name": <const>, "arguments": <parameters>}, in that order, nothing else.
+json GenericCallSchema(const ToolDefinition& tool) {
+  json properties = json::object();
+  properties["name"] = json{{"const", tool.chat.name}};
+  properties["arguments"] = Parameters(tool);
+  return json{{"type", "object"},
+              {"properties", std::move(properties)},
+              {"required", json::array({"name", "arguments"})},
+              {"additionalProperties", false}};
+}
+
+// The generic syntax: the whole reply is one JSON value.
+Spec GenericSpec(const std::vector<const ToolDefinition*>& allowed, bool parallel, bool lazy) {
+  json calls = json::array();
+  for (const ToolDefinition* t : allowed) calls.push_back(GenericCallSchema(*t));
+  json call = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
+  json answer = parallel ? json{{"type", "object"},
+                                {"properties", {{"tool_calls", {{"type", "array"}, {"items", call}, {"minItems", 1}}}}},
+                                {"required", {"tool_calls"}},
+                                {"additionalProperties", false}}
+                         : json{{"type", "object"},
+                                {"properties", {{"tool_call", call}}},
+                                {"required", {"tool_call"}},
+                                {"additionalProperties", false}};
+  if (lazy) {
+    json response = {{"type", "object"},
+                     {"properties", {{"response", {{"type", "string"}}}}},
+                     {"required", {"response"}},
+                     {"additionalProperties", false}};
+    answer = json{{"anyOf", {std::move(answer), std::move(response)}}};
+  }
+  Spec spec;
+  spec.kind = Spec::Kind::kJsonSchema;
+  spec.max_whitespace = kToolWhitespace;
+  spec.text = answer.dump();
+  return spec;
+}
+
+// Arguments as markup: a pattern over the calls, each argument one of the function's
+// parameters with any value that does not close an element ("</").
+Spec MarkupSpec(const ToolSyntax& s, const std::vector<const ToolDefinition*>& allowed, bool parallel) {
+  std::string calls;
+  for (const ToolDefinition* t : allowed) {
+    std::string keys;
+    const json params = Parameters(*t);
+    if (params.contains("properties") && params["properties"].is_object()) {
+      for (const auto& [key, unused] : params["properties"].items()) {
+        keys += (keys.empty() ? "" : "|") + Spec::SlotPattern(key);
+      }
+    }
+    if (keys.empty()) keys = "[A-Za-z0-9_.-]+";
+    const std::string mid = s.param_mid_json.empty()
+                                ? Spec::SlotPattern(s.param_mid)
+                                : "(" + Spec::SlotPattern(s.param_mid) + "|" + Spec::SlotPattern(s.param_mid_json) + ")";
+    calls += (calls.empty() ? "" : "|") + Spec::SlotPattern(t->chat.name + s.name_end) + "(" +
+             Spec::SlotPattern(s.param_begin) + "(" + keys + ")" + mid +
+             "([^<]|<[^/])*" + Spec::SlotPattern(s.param_end) + ")*";
+  }
+  const std::string call = Spec::SlotPattern(s.call_begin) + "(" + calls + ")" + Spec::SlotPattern(s.call_end);
+  Spec spec;
+  spec.kind = Spec::Kind::kRegex;
+  spec.text = Spec::SlotPattern(s.begin) + call;
+  if (parallel) spec.text += "(" + Spec::SlotPattern(s.separator) + call + ")*";
+  spec.text += Spec::SlotPattern(s.end);
+  return spec;
+}
+
+}  // namespace
+
+StructuredOutputSpec ToolCallSpec(const ToolSyntax& syntax, const ToolRequest& request) {
+  std::vector<const ToolDefinition*> allowed;
+  for (const ToolDefinition& t : request.tools) {
+    if (request.choice != Choice::kFunction || t.chat.name == request.function) allowed.push_back(&t);
+  }
+  const bool strict = std::all_of(allowed.begin(), allowed.end(), [](const ToolDefinition* t) { return t->strict; });
+  const bool parallel = request.parallel && request.choice != Choice::kFunction && syntax.parallel;
+  const bool lazy = request.choice == Choice::kAuto;
+  if (syntax.kind == ToolSyntax::Kind::kGeneric) {
+    Spec spec = GenericSpec(allowed, request.parallel && request.choice != Choice::kFunction, lazy);
+    spec.lenient = !strict;
+    return spec;  // no trigger: the whole reply is JSON
+  }
+  Spec spec;
+  if (syntax.xml_arguments) {
+    spec = MarkupSpec(syntax, allowed, parallel);
+  } else {
+    json schemas = json::array();
+    spec.kind = Spec::Kind::kJsonSchema;
+    spec.lenient = !strict;
+    // Arguments the template indents get the room of a nested layout (JsonSchemaOptions).
+    spec.max_whitespace = syntax.multiline_arguments ? kIndentedWhitespace : kToolWhitespace;
+    Spec::Frame& f = spec.frame;
+    for (const ToolDefinition* t : allowed) {
+      schemas.push_back(Parameters(*t));
+      f.heads.push_back(t->chat.name + syntax.name_end);
+    }
+    spec.text = schemas.dump();
+    f.prefix = syntax.begin;
+    f.item_prefix = syntax.call_begin;
+    f.item_suffix = syntax.call_end;
+    f.separator = syntax.separator;
+    f.suffix = syntax.end;
+    f.max_items = parallel ? -1 : 1;
+  }
+  if (lazy) {
+    // The opener up to its first whitespace: the grammar takes over from there, so a model
+    // that spaces the rest its own way is still held to the syntax.
+    // A leading tag ("<tool_call>", "[TOOL_CALLS]") is the trigger alone: it may be a control
+    // token, which counts only as a trigger of its own.
+    std::string trigger = syntax.opener();
+    size_t cut = trigger.find_first_of(" \n", 1);
+    const char close = trigger[0] == '<' ? '>' : trigger[0] == '[' ? ']' : '\0';
+    if (close != '\0' && trigger.find(close) != std::string::npos) cut = std::min(cut, trigger.find(close) + 1);
+    if (cut != std::string::npos) trigger.resize(cut);
+    spec.triggers = {trigger};
+  }
+  return spec;
+}
+
+}  // namespace kvserve
