@@ -28,6 +28,7 @@ struct StructuredOutputSpec {
   // for an id (kIdLength letters and digits) and kIndexSlot for a number.
   static constexpr char kIdSlot = '\x01';
   static constexpr char kIndexSlot = '\x02';
+  static constexpr char kSpaceSlot = '\x03';  // up to 8 spaces, tabs or line breaks
   static constexpr int kIdLength = 9;
   struct Frame {
     std::string prefix, item_prefix, item_suffix, separator, suffix;
@@ -46,6 +47,24 @@ struct StructuredOutputSpec {
   std::vector<std::string> triggers;
 
   bool active() const { return kind != Kind::kNone; }
+  // The output starts with free text that ends with `end` (a reasoning model's thinking): the
+  // constraint applies from there on (`end`, up to 8 spaces or line breaks, then what it
+  // constrains), triggered by `end`. JSON and regular expressions only, and only where the
+  // constraint applied from the first token; others are left as they are.
+  void StartAfter(const std::string& end) {
+    if (!triggers.empty() || end.empty()) return;
+    if (kind == Kind::kJsonSchema || kind == Kind::kJsonObject) {
+      frame.prefix = end + kSpaceSlot + frame.prefix;
+    } else if (kind == Kind::kRegex) {
+      std::string body = text;
+      if (body.starts_with('^')) body.erase(0, 1);
+      if (body.ends_with('$') && !body.ends_with("\\$")) body.pop_back();
+      text = SlotPattern(end + kSpaceSlot) + "(?:" + body + ")";
+    } else {
+      return;
+    }
+    triggers = {end};
+  }
   // A regular expression (regex.h) that matches exactly `text`, with its slots (kIdSlot,
   // kIndexSlot) as what they stand for.
   static std::string SlotPattern(std::string_view text) {
@@ -55,6 +74,8 @@ struct StructuredOutputSpec {
         pattern += "[A-Za-z0-9]{" + std::to_string(kIdLength) + "}";
       } else if (c == kIndexSlot) {
         pattern += "(0|[1-9][0-9]{0,3})";
+      } else if (c == kSpaceSlot) {
+        pattern += "[ \\t\\n]{0,8}";
       } else if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) {
         pattern += std::string("\\") + c;
       } else if (c == '\n' || c == '\r' || c == '\t') {

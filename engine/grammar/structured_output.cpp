@@ -41,7 +41,7 @@ std::string KeyOf(const StructuredOutputSpec& spec) {
 // A frame's text: the literal, or with slots (kIdSlot, kIndexSlot) a pattern.
 StatusOr<ByteDfa> SlotDfa(const std::string& text, const GrammarLimits& limits) {
   using Spec = StructuredOutputSpec;
-  if (text.find_first_of(std::string{Spec::kIdSlot, Spec::kIndexSlot}) == std::string::npos) {
+  if (text.find_first_of(std::string{Spec::kIdSlot, Spec::kIndexSlot, Spec::kSpaceSlot}) == std::string::npos) {
     return ChoiceDfa(std::span<const std::string>(&text, 1));
   }
   return CompileRegex(Spec::SlotPattern(text), RegexOptionsWithin(limits, /*anchored=*/true));

@@ -192,6 +192,8 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
     }
     base.structured = ToolCallSpec(chat_template().tool_syntax(), in.tools);
   }
+  // A reply that starts inside the model's reasoning is constrained after it, not in it.
+  if (out->reasoning_open) base.structured.StartAfter("</think>");
   size_t structured_bytes = base.structured.text.size();
   for (const std::string& c : base.structured.choices) structured_bytes += c.size();
   if (structured_bytes > kMaxStructuredBytes) {

@@ -171,5 +171,45 @@ TEST(ToolCallSpecTest, GrammarsAcceptTheFamiliesCalls) {
   EXPECT_TRUE(accepts(ToolCallSpec(ToolSyntax::Generic(), request), R"({"tool_call": )" + weather + "}"));
 }
 
+// A reply that starts inside the reasoning (a template that opens <think> in the generation
+// prompt): the constraint waits for its end, then holds what follows.
+TEST(ToolCallSpecTest, AfterReasoningTheConstraintStartsAtItsEnd) {
+  auto tok = testing::LoadSharedTokenizer("gpt-2");
+  ASSERT_NE(tok, nullptr);
+  GrammarCache cache(tok.get());
+  ToolRequest request;
+  request.tools = {{{"time", "", ""}, R"({"type":"object","properties":{"tz":{"type":"string"}}})", false}};
+  request.choice = ToolRequest::Choice::kRequired;
+  StructuredOutputSpec spec = ToolCallSpec(ToolSyntax::Hermes(), request);
+  ASSERT_TRUE(spec.triggers.empty());
+  spec.StartAfter("</think>");
+  EXPECT_EQ(spec.triggers, std::vector<std::string>{"</think>"});
+  auto compiled = cache.Get(spec);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const std::string call = "<tool_call>\n{\"name\": \"time\", \"arguments\": {\"tz\": \"UTC\"}}\n</tool_call>";
+  for (const std::string& gap : {"", "\n\n", " \n"}) {
+    GrammarMatcher m(compiled->grammar);
+    EXPECT_TRUE(m.AcceptBytes("</think>" + gap + call) && m.CanEnd()) << gap.size();
+  }
+  GrammarMatcher m(compiled->grammar);
+  EXPECT_FALSE(m.AcceptBytes("</think>\nSure, " + call));  // what follows the reasoning is held
+  // A JSON Schema (response_format) and a regular expression likewise.
+  StructuredOutputSpec json_spec;
+  json_spec.kind = StructuredOutputSpec::Kind::kJsonObject;
+  json_spec.StartAfter("</think>");
+  auto json_compiled = cache.Get(json_spec);
+  ASSERT_TRUE(json_compiled.ok()) << json_compiled.status().ToString();
+  GrammarMatcher j(json_compiled->grammar);
+  EXPECT_TRUE(j.AcceptBytes("</think>\n\n{\"a\": 1}") && j.CanEnd());
+  StructuredOutputSpec regex;
+  regex.kind = StructuredOutputSpec::Kind::kRegex;
+  regex.text = "^(yes|no)$";
+  regex.StartAfter("</think>");
+  auto regex_compiled = cache.Get(regex);
+  ASSERT_TRUE(regex_compiled.ok()) << regex_compiled.status().ToString();
+  GrammarMatcher r(regex_compiled->grammar);
+  EXPECT_TRUE(r.AcceptBytes("</think>\nyes") && r.CanEnd());
+}
+
 }  // namespace tool_calls_test
 }  // namespace kvserve
