@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "engine/grammar/json_schema.h"
 #include "server/api/session_header.h"
 
 namespace kvserve {
@@ -191,6 +192,18 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
       return false;
     }
     base.structured = ToolCallSpec(chat_template().tool_syntax(), in.tools);
+    // Arguments as markup are held to their parameters' names and simple types; a strict
+    // tool's schema must still be one kvserve enforces exactly (as with JSON arguments).
+    if (chat_template().tool_syntax().xml_arguments) {
+      for (const ToolDefinition& t : in.tools.tools) {
+        if (!t.strict) continue;
+        const Status st = CompileJsonSchema(t.parameters.empty() ? "{}" : t.parameters).status();
+        if (!st.ok()) {
+          *error = InvalidField("tools", std::string(st.message()));
+          return false;
+        }
+      }
+    }
   }
   // A reply that starts inside the model's reasoning is constrained after it, not in it.
   if (out->reasoning_open) base.structured.StartAfter("</think>");

@@ -63,25 +63,50 @@ Spec GenericSpec(const std::vector<const ToolDefinition*>& allowed, bool paralle
   return spec;
 }
 
-// Arguments as markup: a pattern over the calls, each argument one of the function's
-// parameters with any value that does not close an element ("</").
+// A value written as markup: text that does not close an element ("</"), up to a string's
+// maxLength; an enum's values; a number's or a boolean's JSON.
+std::string ValuePattern(const json& schema) {
+  constexpr char kText[] = "([^<]|<[^/])";
+  if (!schema.is_object()) return std::string(kText) + "*";
+  if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+    std::string alts;
+    for (const json& v : schema["enum"]) alts += (alts.empty() ? "" : "|") + Spec::SlotPattern(v.is_string() ? v.get<std::string>() : v.dump());
+    return "(" + alts + ")";
+  }
+  const json type = schema.value("type", json());
+  if (type == "integer") return "-?(0|[1-9][0-9]{0,17})";
+  if (type == "number") return "-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?";
+  if (type == "boolean") return "(true|false)";
+  if (type == "string" && schema.contains("maxLength") && schema["maxLength"].is_number_unsigned() &&
+      schema["maxLength"].get<uint64_t>() <= 1000 && !schema.contains("pattern")) {
+    return std::string(kText) + "{0," + std::to_string(schema["maxLength"].get<uint64_t>()) + "}";
+  }
+  return std::string(kText) + "*";
+}
+
+// Arguments as markup: a pattern over the calls, each call's arguments its function's
+// parameters in the order of `properties` (as JSON objects are), the required ones always,
+// each with a value ValuePattern allows.
 Spec MarkupSpec(const ToolSyntax& s, const std::vector<const ToolDefinition*>& allowed, bool parallel) {
+  const std::string mid = s.param_mid_json.empty()
+                              ? Spec::SlotPattern(s.param_mid)
+                              : "(" + Spec::SlotPattern(s.param_mid) + "|" + Spec::SlotPattern(s.param_mid_json) + ")";
   std::string calls;
   for (const ToolDefinition* t : allowed) {
-    std::string keys;
     const json params = Parameters(*t);
+    const json required = params.value("required", json::array());
+    std::string arguments;
     if (params.contains("properties") && params["properties"].is_object()) {
-      for (const auto& [key, unused] : params["properties"].items()) {
-        keys += (keys.empty() ? "" : "|") + Spec::SlotPattern(key);
+      for (const auto& [key, schema] : params["properties"].items()) {
+        const bool needed = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+        arguments += "(" + Spec::SlotPattern(s.param_begin + key) + mid + ValuePattern(schema) +
+                     Spec::SlotPattern(s.param_end) + (needed ? ")" : ")?");
       }
+    } else {
+      arguments = "(" + Spec::SlotPattern(s.param_begin) + "[A-Za-z0-9_.-]+" + mid + ValuePattern(json()) +
+                  Spec::SlotPattern(s.param_end) + ")*";
     }
-    if (keys.empty()) keys = "[A-Za-z0-9_.-]+";
-    const std::string mid = s.param_mid_json.empty()
-                                ? Spec::SlotPattern(s.param_mid)
-                                : "(" + Spec::SlotPattern(s.param_mid) + "|" + Spec::SlotPattern(s.param_mid_json) + ")";
-    calls += (calls.empty() ? "" : "|") + Spec::SlotPattern(t->chat.name + s.name_end) + "(" +
-             Spec::SlotPattern(s.param_begin) + "(" + keys + ")" + mid +
-             "([^<]|<[^/])*" + Spec::SlotPattern(s.param_end) + ")*";
+    calls += (calls.empty() ? "" : "|") + Spec::SlotPattern(t->chat.name + s.name_end) + arguments;
   }
   const std::string call = Spec::SlotPattern(s.call_begin) + "(" + calls + ")" + Spec::SlotPattern(s.call_end);
   Spec spec;

@@ -4,7 +4,10 @@
 // concatenate to the complete response's arguments (closing braces included), every
 // tool_choice, a conversation that sends the calls and their results back, and the errors.
 // Every tool format: generic (stories260K's plain template), Hermes (Qwen2.5's template),
-// Llama 3.1 and Mistral v0.3, each over a real vocabulary (tests/data holds the templates). The weights are random: every valid call is the constraint's doing.
+// Llama 3.1 and Mistral v0.3, each over a real vocabulary (tests/data holds the templates), and
+// the syntaxes the server derives from real templates of ../shared/templates (Qwen3-Coder's and
+// GLM's argument markup, DeepSeek, Mistral Small 3.2, Functionary, Granite). The weights are
+// random: every valid call is the constraint's doing.
 // Requires `npm ci` in tests/e2e.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -22,13 +25,13 @@ try {
   process.exit(77);
 }
 
-import { hermesModel, llama31Model, mistralModel } from './lib/models.mjs';
+import { hermesModel, llama31Model, mistralModel, sharedTemplateModel, sharedTemplateModels } from './lib/models.mjs';
 import { MODEL, startServer } from './lib/server.mjs';
 
 const Weather = z.object({ city: z.string().max(12), unit: z.enum(['c', 'f']) });
 const Time = z.object({ tz: z.string().max(8) });
 const tools = [zodFunction({ name: 'get_weather', parameters: Weather, description: 'The weather in a city' }),
-               zodFunction({ name: 'get_time', parameters: Time })];
+               zodFunction({ name: 'get_time', parameters: Time, description: 'The time in a time zone' })];
 const schemas = { get_weather: Weather, get_time: Time };
 const question = [{ role: 'user', content: 'What is the weather in Paris, and the time in Tokyo?' }];
 
@@ -40,6 +43,11 @@ if (hermes) {
   families.push({ name: 'hermes (Qwen2.5 template)', model: hermes, id: OPENAI_ID },
                 { name: 'llama3.1 (Llama 3.1 template)', model: llama31Model(), id: OPENAI_ID },
                 { name: 'mistral (Mistral v0.3 template)', model: mistralModel(), id: /^[A-Za-z0-9]{9}$/ });
+}
+// The templates of models people run, their syntaxes derived by the server.
+for (const [name, m] of Object.entries(sharedTemplateModels)) {
+  const model = sharedTemplateModel(name);
+  if (model) families.push({ name, model, id: m.id ?? OPENAI_ID, args: m.args ?? [] });
 }
 
 // Rebuilds the calls of a streamed chat completion: id, type and name once per index,
@@ -73,7 +81,7 @@ for (const family of families) {
     let client;
     let modelId;
     before(async () => {
-      server = await startServer(['--max-model-len', '2048'], { model: family.model });
+      server = await startServer(['--max-model-len', '2048', ...(family.args ?? [])], { model: family.model });
       client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
       modelId = (await client.models.list()).data[0].id;
     });
@@ -210,7 +218,7 @@ for (const family of families) {
       await bad({ tools: [tools[0], tools[0]] }, 'tools[1].function.name');
       await bad({ tool_choice: 'required' }, 'tool_choice');
       await bad({ tools, response_format: { type: 'json_object' } }, 'tools');
-      await bad({ tools: [{ type: 'function', function: { name: 'f', strict: true,
+      await bad({ tools: [{ type: 'function', function: { name: 'f', description: 'f', strict: true,
                                                           parameters: { type: 'object', uniqueItems: true, properties: { a: { type: 'array', uniqueItems: true } } } } }],
                   tool_choice: 'required' }, 'tools');
       // The server still serves.

@@ -49,3 +49,38 @@ export function mistralModel() {
                                        controlTokens: ['[INST]', '[/INST]', '[TOOL_CALLS]', '[AVAILABLE_TOOLS]',
                                                        '[/AVAILABLE_TOOLS]', '[TOOL_RESULTS]', '[/TOOL_RESULTS]'] });
 }
+
+// Models with the real templates of ../shared/templates (null when they are not there): each
+// template's tool-call syntax, derived from it by the server, over a real vocabulary.
+const LLAMA3 = ['<|begin_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>', '<|eom_id|>'];
+const CHATML = ['<|im_start|>', '<|im_end|>'];
+const DEEPSEEK = ['<｜begin▁of▁sentence｜>', '<｜end▁of▁sentence｜>', '<｜User｜>', '<｜Assistant｜>'];
+export const sharedTemplateModels = {
+  'qwen3-coder (Qwen3-Coder: arguments as markup)':
+    { template: 'Qwen3-Coder.jinja', vocab: 'gpt-2', controlTokens: CHATML, eos: '<|im_end|>' },
+  'deepseek (DeepSeek-R1-Distill-Qwen-32B)':
+    { template: 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja', vocab: 'gpt-2', controlTokens: DEEPSEEK,
+      bos: DEEPSEEK[0], eos: DEEPSEEK[1], args: ['--reasoning-format', 'none'] },
+  'deepseek (DeepSeek-V3.1)':
+    { template: 'deepseek-ai-DeepSeek-V3.1.jinja', vocab: 'gpt-2', controlTokens: DEEPSEEK, bos: DEEPSEEK[0], eos: DEEPSEEK[1] },
+  'mistral (Mistral-Small-3.2: [CALL_ID] [ARGS])':
+    { template: 'Mistral-Small-3.2-24B-Instruct-2506.jinja', vocab: 'llama-spm', id: /^[A-Za-z0-9]{9}$/,
+      controlTokens: ['[INST]', '[/INST]', '[TOOL_CALLS]', '[CALL_ID]', '[ARGS]', '[AVAILABLE_TOOLS]', '[/AVAILABLE_TOOLS]',
+                      '[TOOL_RESULTS]', '[/TOOL_RESULTS]', '[SYSTEM_PROMPT]', '[/SYSTEM_PROMPT]'] },
+  'functionary (functionary-medium-v3.1)':
+    { template: 'meetkai-functionary-medium-v3.1.jinja', vocab: 'gpt-2', controlTokens: [...LLAMA3, '<|python_tag|>'],
+      bos: LLAMA3[0], eos: '<|eot_id|>' },
+  'glm (GLM-4.6: arguments as markup)':
+    { template: 'GLM-4.6.jinja', vocab: 'gpt-2', controlTokens: ['[gMASK]', '<sop>', '<|system|>', '<|user|>', '<|assistant|>', '<|observation|>'],
+      eos: '<|user|>', args: ['--reasoning-format', 'none'] },
+  'hermes (granite-4.0)':
+    { template: 'ibm-granite-granite-4.0.jinja', vocab: 'gpt-2',
+      controlTokens: ['<|start_of_role|>', '<|end_of_role|>', '<|end_of_text|>'], eos: '<|end_of_text|>' },
+};
+
+export function sharedTemplateModel(name) {
+  const m = sharedTemplateModels[name];
+  const file = path.join(SHARED, 'templates', m.template);
+  if (!fs.existsSync(file)) return null;
+  return vocabModel(m.template.replace(/\.jinja$/, ''), { ...m, template: file });
+}
