@@ -38,7 +38,12 @@ std::unique_ptr<Sequence> OutputProcessor::NewSequence(Request* r, int choice, S
   if (r->grammar && r->params.structured.triggers.empty()) out.grammar = std::make_unique<GrammarMatcher>(r->grammar);
   out.awaiting_trigger = r->grammar && !r->params.structured.triggers.empty();
   if (r->params.detokenize) {
-    out.detokenizer = std::make_unique<StreamingDetokenizer>(*parts_.tokenizer);
+    std::vector<int32_t> shown;
+    for (const std::string& text : r->params.shown_controls) {
+      const int32_t id = parts_.tokenizer->FindToken(text);
+      if (id >= 0) shown.push_back(id);
+    }
+    out.detokenizer = std::make_unique<StreamingDetokenizer>(*parts_.tokenizer, std::move(shown));
     out.stop = std::make_unique<StopMatcher>(r->params.sampling.stop);
   }
   if (choice == 0 && r->params.sampling.prompt_logprobs >= 0) {

@@ -43,6 +43,9 @@ struct GenerationRequest {
   // drawn from the tokens it allows, and end-of-text only where it may end. Compiled by
   // Submit (cached by content); an unsupported or malformed one fails Submit.
   StructuredOutputSpec structured;
+  // Control tokens whose text the output carries (markup the reply is read by: harmony's
+  // <|channel|>, <|message|>, ...); other control tokens have no text.
+  std::vector<std::string> shown_controls;
 };
 
 struct TokenLogprob {

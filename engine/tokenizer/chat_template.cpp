@@ -127,6 +127,7 @@ ChatTemplate ChatTemplate::Detect(std::string_view t, const Tokenizer& tok) {
   }
   c.jinja_ = std::move(parsed).value();
   c.think_tags_ = Contains(t, "<think>") && Contains(t, "</think>");
+  c.harmony_ = Contains(t, "<|channel|>") && Contains(t, "<|message|>");
   const Vocab& vocab = tok.vocab();
   c.control_texts_.resize(256);
   for (size_t id = 0; id < vocab.types.size() && id < vocab.tokens.size(); ++id) {

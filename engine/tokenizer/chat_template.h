@@ -175,6 +175,8 @@ class ChatTemplate {
   bool is_jinja() const { return jinja_ != nullptr; }
   // Whether the model's template writes <think>...</think> (its replies may carry reasoning).
   bool writes_think_tags() const { return think_tags_; }
+  // Whether it writes harmony's channels (gpt-oss: <|channel|>analysis<|message|>...).
+  bool writes_harmony() const { return harmony_; }
   // Why a template text given to Detect is not rendered as Jinja ("" when it is, or none was given).
   const std::string& jinja_error() const { return jinja_error_; }
   Kind kind() const { return kind_; }
@@ -231,6 +233,7 @@ class ChatTemplate {
   bool arguments_as_text_ = false;    // it takes a call's arguments as JSON text, not an object
   bool jinja_adds_bos_ = false;       // its text starts with the BOS token's
   bool think_tags_ = false;
+  bool harmony_ = false;
   bool family_recognized_ = true;
   // Texts of the vocabulary's control tokens by their first byte, longest first: never control
   // tokens when a client's string carries them (chat_jinja.cpp). Empty without a Jinja template.

@@ -13,8 +13,11 @@ namespace {
 
 // Token texts that end a turn (llama.cpp's end-of-generation names).
 constexpr std::string_view kEndOfTurnNames[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>",
 };
+// Harmony (gpt-oss): <|end|> ends a message (the reasoning's), not the reply, which ends with
+// <|return|> or <|call|>.
+constexpr std::string_view kHarmonyEnd = "<|return|>";
 
 // One step of UTF-8 validation at the start of [p, p + n), n >= 1.
 struct Utf8Step {
@@ -93,9 +96,10 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   });
 
   if (vocab_.eos_id >= 0) end_of_generation_ids_.push_back(vocab_.eos_id);
+  const bool harmony = FindToken(kHarmonyEnd) >= 0;
   for (std::string_view name : kEndOfTurnNames) {
     const int32_t id = FindToken(name);
-    if (id < 0) continue;
+    if (id < 0 || (harmony && name == "<|end|>" && id != vocab_.eos_id)) continue;
     const TokenType type = token_type(id);
     if (type == TokenType::kControl || type == TokenType::kUserDefined) {
       end_of_generation_ids_.push_back(id);
@@ -253,7 +257,8 @@ std::string TakeText(std::string* pending, bool final) {
 }  // namespace
 
 std::string StreamingDetokenizer::Push(int32_t id) {
-  pending_ += tokenizer_->TokenToPiece(id);
+  const bool shown = std::find(shown_controls_.begin(), shown_controls_.end(), id) != shown_controls_.end();
+  pending_ += tokenizer_->TokenToPiece(id, /*render_special=*/shown);
   return TakeText(&pending_, /*final=*/false);
 }
 

@@ -63,7 +63,8 @@ class Tokenizer {
   int32_t bos_id() const { return vocab_.bos_id; }
   int32_t eos_id() const { return vocab_.eos_id; }
   // True for tokens that end generation: EOS, and end-of-turn tokens such as <|eot_id|>,
-  // <|im_end|>, <|end|>, <end_of_turn> when the vocabulary has them.
+  // <|im_end|>, <|end|>, <end_of_turn>, <|return|>, <|call|> when the vocabulary has them
+  // (<|end|> not with harmony's <|return|>: it ends a message there, not the reply).
   // (Also <|endoftext|>, <|eom_id|>, <EOT>, as llama.cpp; a named token counts when it is a
   // control or user-defined token, never when it is ordinary text.)
   bool IsEndOfGeneration(int32_t id) const;
@@ -130,7 +131,10 @@ struct Utf8Unit {
 // decode to valid UTF-8 the concatenated deltas equal Decode(ids, false).
 class StreamingDetokenizer {
  public:
-  explicit StreamingDetokenizer(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  // `shown_controls`: control tokens whose text the output carries (a chat template's markup
+  // the reply is read by, e.g. harmony's <|channel|>); the others have none.
+  explicit StreamingDetokenizer(const Tokenizer& tokenizer, std::vector<int32_t> shown_controls = {})
+      : tokenizer_(&tokenizer), shown_controls_(std::move(shown_controls)) {}
   // Returns the text that became complete with `id` (possibly empty).
   std::string Push(int32_t id);
   // Returns held-back bytes (invalid UTF-8 is replaced by U+FFFD).
@@ -138,6 +142,7 @@ class StreamingDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
+  std::vector<int32_t> shown_controls_;
   std::string pending_;
 };
 

@@ -1,4 +1,4 @@
-// ReasoningParser (see reasoning.h).
+// ReasoningParser and ThinkTagParser (see reasoning.h).
 #include "server/api/reasoning.h"
 
 #include <algorithm>
@@ -18,16 +18,25 @@ size_t PartialTagAtEnd(std::string_view text, std::string_view tag) {
 
 }  // namespace
 
-ReasoningParser::ReasoningParser(ReasoningTags tags, bool starts_open)
-    : tags_(std::move(tags)), state_(starts_open ? State::kReasoning : State::kStart) {}
-
 void ReasoningParser::Emit(Delta* out, std::string_view text, bool reasoning) {
   if (text.empty()) return;
   (reasoning ? out->reasoning : out->content).append(text);
   (reasoning ? reasoning_ : content_).append(text);
 }
 
-ReasoningParser::Delta ReasoningParser::Feed(std::string_view text) {
+std::unique_ptr<ReasoningParser> MakeReasoningParser(ReasoningFormat format, bool starts_open, const ToolSyntax* calls) {
+  switch (format) {
+    case ReasoningFormat::kThinkTags: return std::make_unique<ThinkTagParser>(ReasoningTags{}, starts_open);
+    case ReasoningFormat::kHarmony: return std::make_unique<HarmonyParser>(calls);
+    case ReasoningFormat::kNone: break;
+  }
+  return nullptr;
+}
+
+ThinkTagParser::ThinkTagParser(ReasoningTags tags, bool starts_open)
+    : tags_(std::move(tags)), state_(starts_open ? State::kReasoning : State::kStart) {}
+
+ReasoningParser::Delta ThinkTagParser::Feed(std::string_view text) {
   Delta out;
   held_.append(text);
   while (!held_.empty()) {
@@ -83,7 +92,7 @@ ReasoningParser::Delta ReasoningParser::Feed(std::string_view text) {
   return out;
 }
 
-ReasoningParser::Delta ReasoningParser::Finish() {
+ReasoningParser::Delta ThinkTagParser::Finish() {
   Delta out;
   if (state_ == State::kReasoning) {
     Emit(&out, held_, true);

@@ -81,9 +81,13 @@ bool RequestBuilder::Tokenize(const GenerationInput& in, std::vector<std::vector
     }
     prompts->push_back(std::move(rendered->tokens));
     echo->emplace_back();
-    out->reasoning = ctx_->options.reasoning_format != "none" && chat_template().writes_think_tags();
+    const ChatTemplate& tmpl = chat_template();
+    out->reasoning = ctx_->options.reasoning_format == "none" ? ReasoningFormat::kNone
+                     : tmpl.writes_harmony()                 ? ReasoningFormat::kHarmony
+                     : tmpl.writes_think_tags()              ? ReasoningFormat::kThinkTags
+                                                             : ReasoningFormat::kNone;
     const std::string_view prompt = StripPythonWhitespace(rendered->text);
-    out->reasoning_open = out->reasoning && prompt.ends_with("<think>");
+    out->reasoning_open = out->reasoning == ReasoningFormat::kThinkTags && prompt.ends_with("<think>");
     return true;
   }
   if (in.prompts.empty()) {
@@ -207,6 +211,8 @@ bool RequestBuilder::Build(const GenerationInput& in, const Caller& caller, std:
   }
   // A reply that starts inside the model's reasoning is constrained after it, not in it.
   if (out->reasoning_open) base.structured.StartAfter("</think>");
+  // Harmony's replies are read by their markup (control tokens), whatever the reasoning format.
+  if (in.kind == ApiKind::kChat && chat_template().writes_harmony()) base.shown_controls = HarmonyParser::Controls();
   size_t structured_bytes = base.structured.text.size();
   for (const std::string& c : base.structured.choices) structured_bytes += c.size();
   if (structured_bytes > kMaxStructuredBytes) {

@@ -38,6 +38,7 @@
 
 #include "engine/engine.h"
 #include "engine/tokenizer/chat_template.h"
+#include "server/api/reasoning.h"
 #include "server/api/tool_calls.h"
 #include "server/api/error_mapping.h"
 #include "server/api/server_context.h"
@@ -89,9 +90,9 @@ struct SubmittedRequests {
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<std::string> echo;   // per prompt: text prepended to each choice ("" without echo)
   std::vector<int> prompt_lengths; // per prompt, in tokens
-  // Chat: the replies carry reasoning in <think> tags (server/api/reasoning.h), and the prompt
-  // already opened one.
-  bool reasoning = false;
+  // Chat: how the replies carry reasoning (server/api/reasoning.h), and whether the prompt
+  // already opened a <think> tag.
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
   bool reasoning_open = false;
 };
 

@@ -39,8 +39,9 @@ GenerationJob::GenerationJob(Engine* engine, const Tokenizer* tokenizer, Respons
   if (meta_.tools && meta_.kind == ApiKind::kChat && !meta_.responses) {
     for (Choice& c : choices_) c.tools = std::make_unique<ToolCallParser>(*meta_.tools, meta_.tool_definitions);
   }
-  if (meta_.reasoning && meta_.kind == ApiKind::kChat && !meta_.responses) {
-    for (Choice& c : choices_) c.reasoning = std::make_unique<ReasoningParser>(ReasoningTags{}, meta_.reasoning_open);
+  if (meta_.reasoning != ReasoningFormat::kNone && meta_.kind == ApiKind::kChat && !meta_.responses) {
+    const ToolSyntax* calls = meta_.tools ? &*meta_.tools : nullptr;
+    for (Choice& c : choices_) c.reasoning = MakeReasoningParser(meta_.reasoning, meta_.reasoning_open, calls);
   }
 }
 

@@ -35,6 +35,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/request.h"
 #include "server/http/http_types.h"
+#include "server/api/reasoning.h"
 #include "server/api/tool_calls.h"
 #include "server/http/openai_codec.h"
 
@@ -62,7 +63,7 @@ struct ResponseMeta {
   std::vector<ToolDefinition> tool_definitions;
   // Chat: the replies' <think> part is returned apart (reasoning_content and reasoning); the
   // prompt already opened it.
-  bool reasoning = false;
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
   bool reasoning_open = false;
 };
 

@@ -34,14 +34,14 @@ json Reasoning(const std::string& id, const char* status, const std::string& tex
 
 // ---- ResponsesTurn -----------------------------------------------------------------------------
 
-ResponsesTurn::ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store, bool reasoning,
+ResponsesTurn::ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store, ReasoningFormat reasoning,
                              bool reasoning_open)
     : info_(std::move(info)),
       store_(std::move(store)),
       message_id_("msg_" + info_.id.substr(info_.id.find('_') + 1)),
       reasoning_id_("rs_" + info_.id.substr(info_.id.find('_') + 1)) {
   if (info_.store && store_) store_->Begin(info_.tenant, info_.id, info_.session_id);
-  if (reasoning) reasoning_ = std::make_unique<ReasoningParser>(ReasoningTags{}, reasoning_open);
+  reasoning_ = MakeReasoningParser(reasoning, reasoning_open, nullptr);
 }
 
 ResponsesTurn::~ResponsesTurn() {

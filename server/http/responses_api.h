@@ -73,8 +73,8 @@ struct ResponsesTurnInfo {
 class ResponsesTurn {
  public:
   // `reasoning`: the replies carry reasoning in <think> tags (`open`: the prompt opened one).
-  ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store, bool reasoning = false,
-                bool reasoning_open = false);
+  ResponsesTurn(ResponsesTurnInfo info, std::shared_ptr<ResponseStore> store,
+                ReasoningFormat reasoning = ReasoningFormat::kNone, bool reasoning_open = false);
   ~ResponsesTurn();
   ResponsesTurn(const ResponsesTurn&) = delete;
   ResponsesTurn& operator=(const ResponsesTurn&) = delete;

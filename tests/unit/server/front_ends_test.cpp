@@ -567,5 +567,46 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(message_index, 1);
 }
 
+// Issue 55: a harmony template (gpt-oss's channels): the analysis channel is reasoning, the
+// final channel content, streamed and not, against the raw text a plain completion of the same
+// prompt gives. The random test model writes harmony only when held to it: the request's
+// grammar (llama.cpp's field) spells the channels.
+TEST_F(FrontEndsTest, HarmonyChannelsComeApart) {
+  chat_template_ = "{% for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}"
+                   "<|message|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}";
+  Start(::kvserve::testing::TestConfig());
+  const std::string grammar =
+      "root ::= \"<|channel|>analysis<|message|>\" w \"<|end|><|start|>assistant<|channel|>final<|message|>\" w\n"
+      "w ::= [a-z] [a-z ]{1,12}";
+  const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Once upon a time"}}})},
+                     {"max_tokens", 160}, {"temperature", 0}, {"grammar", grammar}};
+  auto [s1, b1] = Http("POST", "/apply-template", chat);
+  ASSERT_EQ(s1, 200);
+  auto [s2, plain] = Http("POST", "/v1/completions", {{"prompt", b1["prompt"]}, {"max_tokens", 160}, {"temperature", 0},
+                                                      {"grammar", grammar}});
+  ASSERT_EQ(s2, 200) << plain.dump();
+  const std::string raw = plain["choices"][0]["text"];
+  const std::string open = "<|channel|>analysis<|message|>", close = "<|end|>";
+  const std::string final = "<|channel|>final<|message|>";
+  ASSERT_NE(raw.find(final), std::string::npos) << raw << " (the analysis must end within max_tokens)";
+  const std::string thought = raw.substr(open.size(), raw.find(close) - open.size());
+  const std::string answer = raw.substr(raw.find(final) + final.size());
+  auto [s3, reply] = Http("POST", "/v1/chat/completions", chat);
+  ASSERT_EQ(s3, 200) << reply.dump();
+  const json& message = reply["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], thought);
+  EXPECT_EQ(message["reasoning"], thought);
+  EXPECT_EQ(message["content"], answer);
+  std::string reasoning, content;
+  for (const json& event : Events(Stream("/v1/chat/completions", chat))) {
+    if (event["choices"].empty()) continue;
+    const json& delta = event["choices"][0]["delta"];
+    reasoning += delta.value("reasoning_content", "");
+    content += delta.value("content", "");
+  }
+  EXPECT_EQ(reasoning, thought);
+  EXPECT_EQ(content, answer);
+}
+
 }  // namespace front_ends_test
 }  // namespace kvserve

@@ -362,5 +362,33 @@ TEST(TinyTokenizerTest, BpeMergesByRank) {
   EXPECT_EQ(tok.Encode("ab", true), (std::vector<int32_t>{3}));  // add_bos is false
 }
 
+// Harmony (gpt-oss): <|end|> ends a message, not the reply (<|return|> and <|call|> do), and
+// the markup a reply is read by can be shown in the output while other control tokens are not.
+TEST(TinyTokenizerTest, HarmonyEndsAndShownControls) {
+  Vocab v = TinyBpeVocab();
+  for (const char* c : {"<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>"}) {
+    v.tokens.push_back(c);
+    v.types.push_back(TokenType::kControl);
+  }
+  const int32_t end = static_cast<int32_t>(v.tokens.size()) - 5;
+  auto t = Tokenizer::Create(v);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Tokenizer& tok = **t;
+  EXPECT_FALSE(tok.IsEndOfGeneration(end));
+  EXPECT_TRUE(tok.IsEndOfGeneration(end + 1));
+  EXPECT_TRUE(tok.IsEndOfGeneration(end + 2));
+  StreamingDetokenizer shown(tok, {end + 3, end + 4});
+  std::string text;
+  for (int32_t id : {end + 3, 3, end + 4, 3, end}) text += shown.Push(id);
+  EXPECT_EQ(text + shown.Flush(), "<|channel|>ab<|message|>ab");  // <|end|> is not shown
+  // Without harmony's <|return|>, <|end|> ends generation (Phi-3).
+  Vocab phi = TinyBpeVocab();
+  phi.tokens.push_back("<|end|>");
+  phi.types.push_back(TokenType::kControl);
+  auto p = Tokenizer::Create(phi);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE((*p)->IsEndOfGeneration(static_cast<int32_t>(phi.tokens.size()) - 1));
+}
+
 }  // namespace tokenizer_vocab_test
 }  // namespace kvserve
