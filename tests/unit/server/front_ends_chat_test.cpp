@@ -138,5 +138,47 @@ TEST_F(FrontEndsTest, HarmonyChannelsComeApart) {
   EXPECT_EQ(content, answer);
 }
 
+// Issue 55, item 7: a chat session reuses what the template renders the same way on the next
+// turn. A template that keeps past reasoning renders the whole previous turn again: all of it
+// comes from the cache. One that drops it (Qwen3's) renders the previous reply without its
+// <think> part: the cache serves the turn up to where the reply began, and the rest is computed.
+TEST_F(FrontEndsTest, SessionsReuseWhatTheTemplateRendersAgain) {
+  const std::string head = "{%- for m in messages %}<|im_start|>{{ m.role }}\n";
+  const std::string tail = "{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const std::string keeps = head + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}" + tail;
+  const std::string drops = head + "{% if m.reasoning_content and loop.last %}<think>{{ m.reasoning_content }}</think>{% endif %}" + tail;
+  for (const bool keep : {true, false}) {
+    SCOPED_TRACE(keep ? "keeps past reasoning" : "drops past reasoning");
+    chat_template_ = keep ? keeps : drops;
+    Start(::kvserve::testing::TestConfig());
+    json messages = json::array({{{"role", "user"}, {"content", "Tell me a story about a dog."}}});
+    const json first_turn = {{"messages", messages}, {"session_id", "chat"}, {"max_tokens", 64}, {"temperature", 0},
+                             {"grammar", "root ::= \"<think>\" [a-z]{4,8} \"</think>\" [a-z]{4,8}"}};
+    auto [s1, first] = Http("POST", "/v1/chat/completions", first_turn);
+    ASSERT_EQ(s1, 200) << first.dump();
+    const json& reply = first["choices"][0]["message"];
+    ASSERT_FALSE(reply.value("reasoning_content", "").empty()) << first.dump();
+    messages.push_back({{"role", "assistant"}, {"content", reply["content"]}, {"reasoning_content", reply["reasoning_content"]}});
+    messages.push_back({{"role", "user"}, {"content", "And then?"}});
+    auto [s2, second] = Http("POST", "/v1/chat/completions",
+                             {{"messages", messages}, {"session_id", "chat"}, {"max_tokens", 4}, {"temperature", 0}});
+    ASSERT_EQ(s2, 200) << second.dump();
+    const int cached = second["usage"]["prompt_tokens_details"]["cached_tokens"];
+    const int first_prompt = first["usage"]["prompt_tokens"], first_total = first["usage"]["total_tokens"];
+    std::printf("%s: turn 1 %d prompt + %d reply tokens; turn 2 reused %d\n", keep ? "keeps" : "drops", first_prompt,
+                first_total - first_prompt, cached);
+    if (keep) {
+      // All but the reply's last tokens: the last was never computed, and the model's own
+      // split of the words (held to the grammar) may differ from the tokenizer's.
+      EXPECT_GE(cached, first_total - 3);
+      EXPECT_GT(cached, first_prompt + 4);
+    } else {
+      EXPECT_GE(cached, first_prompt - 1);
+      EXPECT_LT(cached, first_prompt + 2) << "the dropped reasoning cannot come from the cache";
+    }
+    Stop();
+  }
+}
+
 }  // namespace front_ends_test
 }  // namespace kvserve

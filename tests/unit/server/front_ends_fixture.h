@@ -59,11 +59,19 @@ class FrontEndsTest : public ::testing::Test {
     channel_ = grpc::CreateChannel(fmt::format("127.0.0.1:{}", grpc_->port()), grpc::InsecureChannelCredentials());
     stub_ = v1::Generation::NewStub(channel_);
   }
-  void TearDown() override {
+  // Stops both front ends and the engine (Start may follow).
+  void Stop() {
     if (http_) http_->Stop();
     if (grpc_) grpc_->Shutdown(0);
     if (engine_) engine_->Stop();
+    stub_.reset();
+    channel_.reset();
+    http_.reset();
+    grpc_.reset();
+    router_.reset();
+    engine_.reset();
   }
+  void TearDown() override { Stop(); }
 
   // POST/GET through the router; returns (status, body) once the job (if any) finished.
   std::pair<int, json> Http(const std::string& method, const std::string& target, const json& body = {},
