@@ -135,8 +135,9 @@ std::optional<CallSpan> FindCall(std::string_view t, size_t from, int i, const P
   return std::nullopt;
 }
 
-// The argument markup of the first call in `t`: each argument as begin KEY mid VALUE end.
-std::optional<ParamMarkup> FindParamMarkup(std::string_view t, size_t name_end, std::string* name_tail) {
+// The argument markup of the first call in `t` (its name ends at `name_end`): each argument
+// as begin KEY mid VALUE end.
+std::optional<ParamMarkup> FindParamMarkup(std::string_view t, size_t name_end) {
   const size_t k1 = t.find(kKeys[0], name_end);
   const size_t v1 = k1 == std::string_view::npos ? k1 : t.find(kValues[0][0], k1);
   const size_t k2 = v1 == std::string_view::npos ? v1 : t.find(kKeys[1], v1);
@@ -152,13 +153,11 @@ std::optional<ParamMarkup> FindParamMarkup(std::string_view t, size_t name_end, 
   const size_t n = CommonSuffix(head, between);
   m.begin = std::string(between.substr(between.size() - n));
   m.end = std::string(between.substr(0, between.size() - n));
-  *name_tail = std::string(head.substr(0, head.size() - n));
   if (!after.starts_with(m.end)) return std::nullopt;
   // The split is ambiguous where the begin's first bytes also follow the end: move them over
   // (`</parameter>\n` + `<parameter=`, not `\n</parameter` + `>\n<parameter=`), up to a tag.
   while (!m.begin.empty() && m.begin[0] != '<' && after.size() > m.end.size() && after[m.end.size()] == m.begin[0]) {
     m.end += m.begin[0];
-    *name_tail += m.begin[0];
     m.begin.erase(0, 1);
   }
   if (m.begin.empty() || m.mid.empty()) return std::nullopt;
@@ -301,13 +300,11 @@ std::optional<ToolSyntax> DeriveToolSyntax(const ToolProbeRender& render, std::s
   if (InsideMarkup(t1, cut, controls, &b, &e)) cut = e;
   std::optional<CallSpan> c1 = FindCall(std::string_view(t1).substr(0, cut), 0, 0, nullptr);
   ParamMarkup xml;
-  std::string xml_name_tail;
   bool is_xml = false;
   if (!c1) {
     const size_t name = t1.find(kNames[0]);
     if (name == std::string::npos) return std::nullopt;
-    std::optional<ParamMarkup> m = FindParamMarkup(std::string_view(t1).substr(0, cut), name + kNames[0].size(),
-                                                   &xml_name_tail);
+    std::optional<ParamMarkup> m = FindParamMarkup(std::string_view(t1).substr(0, cut), name + kNames[0].size());
     if (!m) return std::nullopt;
     xml = *m;
     is_xml = true;
@@ -338,7 +335,7 @@ std::optional<ToolSyntax> DeriveToolSyntax(const ToolProbeRender& render, std::s
   }
   s.multiline_arguments = !is_xml && t1.substr(c1->args, c1->args_end - c1->args).find('\n') != std::string::npos;
   const std::string t0 = Slots(t1.substr(0, c1->name));
-  std::string n1 = Slots(t1.substr(c1->name_end, c1->args - c1->name_end));
+  const std::string n1 = Slots(t1.substr(c1->name_end, c1->args - c1->name_end));
   const std::string t2 = Slots(t1.substr(c1->args_end));
   s.call_begin = t0;
   s.name_end = n1;

@@ -1,4 +1,6 @@
 // ToolCallSpec (see tool_calls.h): the grammar of a request's tool calls in the template's syntax.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -69,9 +71,12 @@ std::string ValuePattern(const json& schema) {
   constexpr char kText[] = "([^<]|<[^/])";
   if (!schema.is_object()) return std::string(kText) + "*";
   if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
-    std::string alts;
-    for (const json& v : schema["enum"]) alts += (alts.empty() ? "" : "|") + Spec::SlotPattern(v.is_string() ? v.get<std::string>() : v.dump());
-    return "(" + alts + ")";
+    std::string alts = "(";
+    for (const json& v : schema["enum"]) {
+      if (alts.size() > 1) alts += '|';
+      alts += Spec::SlotPattern(v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    return alts + ")";
   }
   const json type = schema.value("type", json());
   if (type == "integer") return "-?(0|[1-9][0-9]{0,17})";
@@ -90,7 +95,7 @@ std::string ValuePattern(const json& schema) {
 Spec MarkupSpec(const ToolSyntax& s, const std::vector<const ToolDefinition*>& allowed, bool parallel) {
   const std::string mid = s.param_mid_json.empty()
                               ? Spec::SlotPattern(s.param_mid)
-                              : "(" + Spec::SlotPattern(s.param_mid) + "|" + Spec::SlotPattern(s.param_mid_json) + ")";
+                              : fmt::format("({}|{})", Spec::SlotPattern(s.param_mid), Spec::SlotPattern(s.param_mid_json));
   std::string calls;
   for (const ToolDefinition* t : allowed) {
     const json params = Parameters(*t);
@@ -99,20 +104,23 @@ Spec MarkupSpec(const ToolSyntax& s, const std::vector<const ToolDefinition*>& a
     if (params.contains("properties") && params["properties"].is_object()) {
       for (const auto& [key, schema] : params["properties"].items()) {
         const bool needed = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
-        arguments += "(" + Spec::SlotPattern(s.param_begin + key) + mid + ValuePattern(schema) +
-                     Spec::SlotPattern(s.param_end) + (needed ? ")" : ")?");
+        arguments += '(';
+        arguments += Spec::SlotPattern(s.param_begin + key) + mid + ValuePattern(schema) + Spec::SlotPattern(s.param_end);
+        arguments += needed ? ")" : ")?";
       }
     } else {
-      arguments = "(" + Spec::SlotPattern(s.param_begin) + "[A-Za-z0-9_.-]+" + mid + ValuePattern(json()) +
-                  Spec::SlotPattern(s.param_end) + ")*";
+      arguments = '(';
+      arguments += Spec::SlotPattern(s.param_begin) + "[A-Za-z0-9_.-]+" + mid + ValuePattern(json()) +
+                   Spec::SlotPattern(s.param_end) + ")*";
     }
-    calls += (calls.empty() ? "" : "|") + Spec::SlotPattern(t->chat.name + s.name_end) + arguments;
+    if (!calls.empty()) calls += '|';
+    calls += Spec::SlotPattern(t->chat.name + s.name_end) + arguments;
   }
   const std::string call = Spec::SlotPattern(s.call_begin) + "(" + calls + ")" + Spec::SlotPattern(s.call_end);
   Spec spec;
   spec.kind = Spec::Kind::kRegex;
   spec.text = Spec::SlotPattern(s.begin) + call;
-  if (parallel) spec.text += "(" + Spec::SlotPattern(s.separator) + call + ")*";
+  if (parallel) spec.text += fmt::format("({}{})*", Spec::SlotPattern(s.separator), call);
   spec.text += Spec::SlotPattern(s.end);
   return spec;
 }
