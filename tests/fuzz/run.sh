@@ -9,7 +9,7 @@
 #
 #   tests/fuzz/run.sh [--build] [--build-dir build-fuzz] [--seconds 60] [target...]
 #
-# Targets: openai_request gguf tokenizer chat_template regex gbnf json_schema (default: all). --build first configures
+# Targets: openai_request gguf tokenizer chat_template regex gbnf json_schema tool_calls (default: all). --build first configures
 # the build directory with clang-14 (-DKVSERVE_FUZZ=ON) and builds the fuzzers (needs
 # clang-14 libclang-rt-14-dev libomp-14-dev; KVSERVE_BUILD_LOCK=FILE wraps ninja in flock).
 set -uo pipefail
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -eq 0 ] && targets=(openai_request gguf tokenizer chat_template regex gbnf json_schema)
+[ ${#targets[@]} -eq 0 ] && targets=(openai_request gguf tokenizer chat_template regex gbnf json_schema tool_calls)
 if [ $do_build -eq 1 ]; then
   start=$SECONDS
   CC=clang-14 CXX=clang++-14 cmake -S "$here/../.." -B "$build" -G Ninja -DKVSERVE_FUZZ=ON -DKVSERVE_CUDA=OFF \
