@@ -20,6 +20,9 @@ bool IsNameChar(char c) {
 bool IsPunct(char c) { return c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ','; }
 bool IsIdChar(char c) { return IsNameChar(c) && c != '.'; }
 
+// A JSON string of `s` (bytes that are not UTF-8 become U+FFFD: a model's text may cut one).
+std::string Quote(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
@@ -234,10 +237,10 @@ bool ToolCallParser::RunArguments(Delta* out) {
 std::string ToolCallParser::ParameterJson(const std::string& key, std::string value, bool json_value) const {
   for (const auto& [function, keys] : string_parameters_) {
     if (json_value) break;
-    if (function == current_.name && std::find(keys.begin(), keys.end(), key) != keys.end()) return json(value).dump();
+    if (function == current_.name && std::find(keys.begin(), keys.end(), key) != keys.end()) return Quote(value);
   }
   const json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
-  return v.is_discarded() ? json(value).dump() : v.dump();
+  return v.is_discarded() ? Quote(value) : v.dump();
 }
 
 bool ToolCallParser::RunParameters(Delta* out) {
@@ -284,7 +287,7 @@ bool ToolCallParser::RunParameters(Delta* out) {
     return false;
   }
   const std::string value = ParameterJson(key, buf_.substr(v, v_end - v), json_value);
-  AddArguments((parameters_++ == 0 ? "{" : ", ") + json(key).dump() + ": " + value, out);
+  AddArguments((parameters_++ == 0 ? "{" : ", ") + Quote(key) + ": " + value, out);
   Consume(q);
   return true;
 }
@@ -380,6 +383,12 @@ ToolCallParser::Delta ToolCallParser::Finish() {
     const bool blank = std::all_of(buf_.begin(), buf_.end(), IsSpace);
     if (!(blank && !calls_.empty())) EmitContent(buf_, &out);
     buf_.clear();
+  } else if (state_ == State::kName) {
+    // The text ended before the call's name did: nothing of it went out, it is content.
+    EmitContent(call_text_ + buf_, &out);
+    call_text_.clear();
+    buf_.clear();
+    state_ = State::kFailed;
   } else {
     // The text ended inside a call (max_tokens): not a call. Its fragments went out already;
     // a complete response has its text as content.
