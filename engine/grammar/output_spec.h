@@ -25,7 +25,8 @@ struct StructuredOutputSpec {
   // with min_items..max_items values (max_items -1: no limit). Inactive when every string is
   // empty and both counts are 1. With `heads`, `text` is a JSON array of schemas, one per
   // head, and VALUE is one of `heads[i] <a value of schema i>`. In these texts kIdSlot stands
-  // for an id (kIdLength letters and digits) and kIndexSlot for a number.
+  // for an id (kIdLength letters and digits), kIndexSlot for a number, kSpaceSlot for
+  // whitespace.
   static constexpr char kIdSlot = '\x01';
   static constexpr char kIndexSlot = '\x02';
   static constexpr char kSpaceSlot = '\x03';  // up to 8 spaces, tabs or line breaks
@@ -66,7 +67,7 @@ struct StructuredOutputSpec {
     triggers = {end};
   }
   // A regular expression (regex.h) that matches exactly `text`, with its slots (kIdSlot,
-  // kIndexSlot) as what they stand for.
+  // kIndexSlot, kSpaceSlot) as what they stand for.
   static std::string SlotPattern(std::string_view text) {
     std::string pattern;
     for (const char c : text) {

@@ -6,8 +6,9 @@
 // eos_token; a template that raises refuses the request (INVALID_ARGUMENT, its own message).
 // Tools go to the template when it renders tool calls in a form kvserve can read back
 // (tool_syntax(), derived by rendering probe calls: tool_syntax.h); otherwise they are
-// described in the generic format inside the messages, which the template then renders. A template text that does not
-// parse is reported (jinja_error()) and the hand-written family it looks like renders instead.
+// described in the generic format inside the messages, which the template then renders. A
+// template text that does not parse is reported (jinja_error()) and the hand-written family it
+// looks like renders instead.
 //
 // Hand-written families: for a model without a template (and the fallback above) the common
 // templates are recognised by their text and rendered by hand, byte for byte as their Jinja

@@ -13,7 +13,8 @@ namespace {
 
 // Token texts that end a turn (llama.cpp's end-of-generation names).
 constexpr std::string_view kEndOfTurnNames[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "<|return|>", "<|call|>",
 };
 // Harmony (gpt-oss): <|end|> ends a message (the reasoning's), not the reply, which ends with
 // <|return|> or <|call|>.
