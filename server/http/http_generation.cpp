@@ -154,6 +154,7 @@ void GenerationJob::EmitStreamed(const StreamDelta& d, int index, std::string* o
     c.started = true;
     if (c.reasoning) {  // the reasoning apart; the rest is the content
       ReasoningParser::Delta r = c.reasoning->Feed(text);
+      if (!r.reasoning.empty() && r.content.empty()) c.reasoning_tokens += static_cast<int>(d.token_ids.size());
       if (normal_finish) {
         ReasoningParser::Delta end = c.reasoning->Finish();
         r.reasoning += end.reasoning;
@@ -211,6 +212,10 @@ HttpReply GenerationJob::FinalReply() {
   for (auto& [index, d] : pending_) {
     Choice& c = choices_[static_cast<size_t>(index)];
     c.text += d.text;
+    if (c.reasoning) {  // fed delta by delta, so the tokens of the reasoning are counted
+      const ReasoningParser::Delta r = c.reasoning->Feed(d.text);
+      if (!r.reasoning.empty() && r.content.empty()) c.reasoning_tokens += static_cast<int>(d.token_ids.size());
+    }
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     if (d.finish_reason) c.finish = d.finish_reason;
   }
@@ -230,10 +235,10 @@ HttpReply GenerationJob::FinalReply() {
     r.logprobs.insert(r.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
     r.finish = c.finish;
     if (c.reasoning) {
-      (void)c.reasoning->Feed(r.text);
       (void)c.reasoning->Finish();
       r.reasoning = c.reasoning->reasoning();
       r.text = c.reasoning->content();
+      r.reasoning_tokens = c.reasoning_tokens;
     }
     if (c.tools) {
       (void)c.tools->Feed(r.text);
@@ -297,7 +302,9 @@ GenerationJob::Output GenerationJob::Poll() {
       out.body += FormatErrorEvent(*failure);
       http_status_ = failure->HttpStatus();
     } else if (meta_.include_usage) {
-      out.body += FormatUsageEvent(meta_, usage());
+      int reasoning_tokens = 0;
+      for (const Choice& c : choices_) reasoning_tokens += c.reasoning_tokens;
+      out.body += FormatUsageEvent(meta_, usage(), reasoning_tokens);
     }
     out.body += kDoneEvent;
     finished_ = out.finished = true;

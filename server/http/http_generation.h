@@ -78,6 +78,7 @@ class GenerationJob {
     int text_offset = 0;     // bytes of text sent so far (echo included)
     std::unique_ptr<ToolCallParser> tools;  // chat with tools: reads calls out of the text
     std::unique_ptr<ReasoningParser> reasoning;  // chat: takes the <think> part apart first
+    int reasoning_tokens = 0;  // tokens whose text went to the reasoning alone
   };
 
   // Moves new deltas into pending_ and updates done flags; returns whether all are done.

@@ -29,11 +29,13 @@ json Head(const ResponseMeta& meta, bool chunk) {
   return j;
 }
 
-json Usage(const RequestUsage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
+json Usage(const ResponseMeta& meta, const RequestUsage& u, int reasoning_tokens) {
+  json j{{"prompt_tokens", u.prompt_tokens},
+         {"completion_tokens", u.completion_tokens},
+         {"total_tokens", u.prompt_tokens + u.completion_tokens},
+         {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
+  if (meta.reasoning != ReasoningFormat::kNone) j["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+  return j;
 }
 
 json Bytes(const std::string& piece) {
@@ -139,7 +141,9 @@ std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResul
     out.push_back(std::move(choice));
   }
   j["choices"] = std::move(out);
-  j["usage"] = Usage(usage);
+  int reasoning_tokens = 0;
+  for (const ChoiceResult& c : choices) reasoning_tokens += c.reasoning_tokens;
+  j["usage"] = Usage(meta, usage, reasoning_tokens);
   return DumpJson(j);
 }
 
@@ -168,10 +172,10 @@ std::string FormatChunkEvent(const ResponseMeta& meta, const ChunkChoice& c, con
   return Sse(j);
 }
 
-std::string FormatUsageEvent(const ResponseMeta& meta, const RequestUsage& usage) {
+std::string FormatUsageEvent(const ResponseMeta& meta, const RequestUsage& usage, int reasoning_tokens) {
   json j = Head(meta, true);
   j["choices"] = json::array();
-  j["usage"] = Usage(usage);
+  j["usage"] = Usage(meta, usage, reasoning_tokens);
   return Sse(j);
 }
 

@@ -76,6 +76,7 @@ struct ChoiceResult {
   std::optional<FinishReason> finish;
   std::vector<ToolCall> tool_calls;      // chat: message.tool_calls (finish "tool_calls")
   std::string reasoning;                 // chat: message.reasoning_content and .reasoning
+  int reasoning_tokens = 0;              // chat: tokens whose text was reasoning only
 };
 
 // One choice's part of a streaming chunk.
@@ -98,8 +99,9 @@ std::string FormatResponse(const ResponseMeta& meta, std::span<const ChoiceResul
                            const RequestUsage& usage, const Tokenizer& tok);
 // One SSE event with one choice.
 std::string FormatChunkEvent(const ResponseMeta& meta, const ChunkChoice& choice, const Tokenizer& tok);
-// The include_usage event: "choices": [] and the usage.
-std::string FormatUsageEvent(const ResponseMeta& meta, const RequestUsage& usage);
+// The include_usage event: "choices": [] and the usage. A chat reply that may reason has
+// usage.completion_tokens_details.reasoning_tokens (FormatResponse: the choices' sum).
+std::string FormatUsageEvent(const ResponseMeta& meta, const RequestUsage& usage, int reasoning_tokens = 0);
 // An error inside a stream that has begun: data: {"error": {...}}.
 std::string FormatErrorEvent(const ApiError& error);
 inline constexpr char kDoneEvent[] = "data: [DONE]\n\n";

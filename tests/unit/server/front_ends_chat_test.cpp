@@ -63,9 +63,15 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(message["reasoning_content"], expected);
   EXPECT_EQ(message["reasoning"], expected);
   EXPECT_EQ(message["content"], "");
+  // Every generated token was reasoning (OpenAI's usage.completion_tokens_details).
+  EXPECT_EQ(reply["usage"]["completion_tokens_details"]["reasoning_tokens"], reply["usage"]["completion_tokens"]);
   // Streamed: the reasoning deltas add up to the same text; no content delta carries it.
   std::string reasoning, reasoning_alias, content;
-  for (const json& event : Events(Stream("/v1/chat/completions", chat))) {
+  json streamed_usage;
+  json with_usage = chat;
+  with_usage["stream_options"] = {{"include_usage", true}};
+  for (const json& event : Events(Stream("/v1/chat/completions", with_usage))) {
+    if (event.contains("usage") && !event["usage"].is_null()) streamed_usage = event["usage"];
     if (event["choices"].empty()) continue;
     const json& delta = event["choices"][0]["delta"];
     reasoning += delta.value("reasoning_content", "");
@@ -75,6 +81,7 @@ TEST_F(FrontEndsTest, ReasoningComesApartWhenThePromptOpensThinking) {
   EXPECT_EQ(reasoning, expected);
   EXPECT_EQ(reasoning_alias, expected);
   EXPECT_EQ(content, "");
+  EXPECT_EQ(streamed_usage["completion_tokens_details"]["reasoning_tokens"], streamed_usage["completion_tokens"]);
 
   // The Responses API: a reasoning item before the message, streamed and not.
   const json turn = {{"input", "Once upon a time"}, {"max_output_tokens", 12}, {"temperature", 0}, {"store", false}};
@@ -127,6 +134,9 @@ TEST_F(FrontEndsTest, HarmonyChannelsComeApart) {
   EXPECT_EQ(message["reasoning_content"], thought);
   EXPECT_EQ(message["reasoning"], thought);
   EXPECT_EQ(message["content"], answer);
+  const int reasoning_tokens = reply["usage"]["completion_tokens_details"]["reasoning_tokens"];
+  EXPECT_GT(reasoning_tokens, 0);
+  EXPECT_LT(reasoning_tokens, reply["usage"]["completion_tokens"].get<int>());
   std::string reasoning, content;
   for (const json& event : Events(Stream("/v1/chat/completions", chat))) {
     if (event["choices"].empty()) continue;

@@ -187,9 +187,9 @@ TEST(ToolCallSpecTest, AfterReasoningTheConstraintStartsAtItsEnd) {
   auto compiled = cache.Get(spec);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   const std::string call = "<tool_call>\n{\"name\": \"time\", \"arguments\": {\"tz\": \"UTC\"}}\n</tool_call>";
-  for (const std::string& gap : {"", "\n\n", " \n"}) {
+  for (const char* gap : {"", "\n\n", " \n"}) {
     GrammarMatcher m(compiled->grammar);
-    EXPECT_TRUE(m.AcceptBytes("</think>" + gap + call) && m.CanEnd()) << gap.size();
+    EXPECT_TRUE(m.AcceptBytes(std::string("</think>") + gap + call) && m.CanEnd()) << std::string(gap).size();
   }
   GrammarMatcher m(compiled->grammar);
   EXPECT_FALSE(m.AcceptBytes("</think>\nSure, " + call));  // what follows the reasoning is held
