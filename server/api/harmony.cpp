@@ -9,7 +9,7 @@ namespace {
 constexpr std::string_view kMessage = "<|message|>";
 constexpr std::string_view kChannel = "<|channel|>";
 constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
-// A header longer than this without <|message|> is not harmony: the text is content.
+// A header longer than this (the text before <|message|>) is not harmony: the text is content.
 constexpr size_t kMaxHeader = 512;
 
 // The length of the longest suffix of `text` that is a proper prefix of an end marker.
@@ -74,11 +74,11 @@ ReasoningParser::Delta HarmonyParser::Feed(std::string_view text) {
   held_.append(text);
   for (;;) {
     if (!in_body_) {
-      if (held_.find(kMessage) != std::string::npos) {
+      if (held_.find(kMessage) <= kMaxHeader) {
         StartBody(&out);
         continue;
       }
-      if (held_.size() > kMaxHeader) {  // not harmony after all
+      if (held_.size() >= kMaxHeader + kMessage.size()) {  // no header this long: not harmony
         in_body_ = true;
         reasoning_body_ = false;
         continue;
