@@ -316,7 +316,9 @@ int RunServe(ServeOptions& o) {
              chat_template.family_recognized() ? "looks like " + std::string(chat_template.family_name())
                                                : std::string("no built-in family"),
              chat_template.tool_syntax().Describe(),
-             chat_template.writes_think_tags() ? "; reasoning in <think> tags" : "");
+             chat_template.writes_harmony()      ? "; reasoning in harmony channels"
+             : chat_template.writes_think_tags() ? "; reasoning in <think> tags"
+                                                 : "");
   } else if (template_text.empty()) {
     LOG_WARN("chat template: the model has none; chat requests use the built-in {} format (tool calls: {}); "
              "give one with --chat-template FILE", chat_template.name(), chat_template.tool_syntax().Describe());

@@ -6,8 +6,8 @@
 // Every tool format: generic (stories260K's plain template), Hermes (Qwen2.5's template),
 // Llama 3.1 and Mistral v0.3, each over a real vocabulary (tests/data holds the templates), and
 // the syntaxes the server derives from real templates of ../shared/templates (Qwen3-Coder's and
-// GLM's argument markup, DeepSeek, Mistral Small 3.2, Functionary, Granite). The weights are
-// random: every valid call is the constraint's doing.
+// GLM's argument markup, DeepSeek, Mistral Small 3.2, Functionary, gpt-oss through its harmony
+// channels, Granite). The weights are random: every valid call is the constraint's doing.
 // Requires `npm ci` in tests/e2e.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

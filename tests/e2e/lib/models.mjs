@@ -73,6 +73,9 @@ export const sharedTemplateModels = {
   'glm (GLM-4.6: arguments as markup)':
     { template: 'GLM-4.6.jinja', vocab: 'gpt-2', controlTokens: ['[gMASK]', '<sop>', '<|system|>', '<|user|>', '<|assistant|>', '<|observation|>'],
       eos: '<|user|>', args: ['--reasoning-format', 'none'] },
+  'gpt-oss (harmony: analysis, then the call)':
+    { template: 'openai-gpt-oss-120b.jinja', vocab: 'gpt-2', eos: '<|return|>',
+      controlTokens: ['<|start|>', '<|channel|>', '<|message|>', '<|end|>', '<|return|>', '<|call|>', '<|constrain|>'] },
   'hermes (granite-4.0)':
     { template: 'ibm-granite-granite-4.0.jinja', vocab: 'gpt-2',
       controlTokens: ['<|start_of_role|>', '<|end_of_role|>', '<|end_of_text|>'], eos: '<|end_of_text|>' },
