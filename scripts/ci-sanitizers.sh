@@ -42,6 +42,7 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   build build-asan kvserve common_tests cache_tests model_tests tokenizer_tests grammar_tests backend_tests \
     engine_tests server_tests tools_tests cli_tests \
     openai_request_replay gguf_replay tokenizer_replay chat_template_replay regex_replay gbnf_replay json_schema_replay \
+    tool_calls_replay tool_calls_fuzzer \
     openai_request_fuzzer gguf_fuzzer tokenizer_fuzzer chat_template_fuzzer regex_fuzzer gbnf_fuzzer json_schema_fuzzer
   echo "ci-sanitizers: ASan+UBSan build $((SECONDS - t)) s"
   t=$SECONDS
