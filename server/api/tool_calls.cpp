@@ -148,7 +148,10 @@ bool ToolCallParser::RunText(Delta* out) {
   for (size_t at = buf_.find(list[0]); at != std::string::npos; at = buf_.find(list[0], at + 1)) {
     size_t p = at;
     const Match m = MatchAt(list, &p, &id_);
-    if (m == Match::kNo) continue;
+    if (m == Match::kNo) {
+      id_.clear();  // an id read by a match that then failed is no call's
+      continue;
+    }
     if (m == Match::kPartial) {
       held = at;
       break;
