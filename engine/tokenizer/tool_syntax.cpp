@@ -194,6 +194,19 @@ std::string Escaped(std::string_view s) {
   return out;
 }
 
+// A named syntax of JSON calls between literals.
+ToolSyntax NamedLiteral(std::string family, std::string call_begin, std::string name_end, std::string call_end,
+                        std::string separator) {
+  ToolSyntax s;
+  s.kind = ToolSyntax::Kind::kLiteral;
+  s.family = std::move(family);
+  s.call_begin = std::move(call_begin);
+  s.name_end = std::move(name_end);
+  s.call_end = std::move(call_end);
+  s.separator = std::move(separator);
+  return s;
+}
+
 }  // namespace
 
 ToolSyntax ToolSyntax::Generic() {
@@ -203,36 +216,19 @@ ToolSyntax ToolSyntax::Generic() {
 }
 
 ToolSyntax ToolSyntax::Hermes() {
-  ToolSyntax s;
-  s.kind = Kind::kLiteral;
-  s.family = "hermes";
-  s.call_begin = "<tool_call>\n{\"name\": \"";
-  s.name_end = "\", \"arguments\": ";
-  s.call_end = "}\n</tool_call>";
-  s.separator = "\n";
-  return s;
+  return NamedLiteral("hermes", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "\n");
 }
 
 ToolSyntax ToolSyntax::Llama31() {
-  ToolSyntax s;
-  s.kind = Kind::kLiteral;
-  s.family = "llama3.1";
-  s.call_begin = "{\"name\": \"";
-  s.name_end = "\", \"parameters\": ";
-  s.call_end = "}";
+  ToolSyntax s = NamedLiteral("llama3.1", "{\"name\": \"", "\", \"parameters\": ", "}", "");
   s.parallel = false;
   return s;
 }
 
 ToolSyntax ToolSyntax::Mistral() {
-  ToolSyntax s;
-  s.kind = Kind::kLiteral;
-  s.family = "mistral";
+  ToolSyntax s = NamedLiteral("mistral", "{\"name\": \"", "\", \"arguments\": ",
+                              std::string(", \"id\": \"") + kIdSlot + "\"}", ", ");
   s.begin = "[TOOL_CALLS] [";
-  s.call_begin = "{\"name\": \"";
-  s.name_end = "\", \"arguments\": ";
-  s.call_end = std::string(", \"id\": \"") + kIdSlot + "\"}";
-  s.separator = ", ";
   s.end = "]";
   return s;
 }

@@ -15,14 +15,7 @@ constexpr size_t kMaxHeader = 512;
 // The length of the longest suffix of `text` that is a proper prefix of an end marker.
 size_t HeldEnd(std::string_view text) {
   size_t held = 0;
-  for (std::string_view end : kEnds) {
-    for (size_t n = std::min(text.size(), end.size() - 1); n > held; --n) {
-      if (text.substr(text.size() - n) == end.substr(0, n)) {
-        held = n;
-        break;
-      }
-    }
-  }
+  for (std::string_view end : kEnds) held = std::max(held, PartialTagAtEnd(text, end));
   return held;
 }
 

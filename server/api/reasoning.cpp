@@ -8,15 +8,14 @@ namespace {
 
 bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// The length of the longest suffix of `text` that is a proper prefix of `tag`.
+}  // namespace
+
 size_t PartialTagAtEnd(std::string_view text, std::string_view tag) {
   for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
     if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
   }
   return 0;
 }
-
-}  // namespace
 
 void ReasoningParser::Emit(Delta* out, std::string_view text, bool reasoning) {
   if (text.empty()) return;

@@ -19,6 +19,7 @@
 // the next delta decides. Not thread-safe; one per choice.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -89,6 +90,10 @@ class HarmonyParser : public ReasoningParser {
   std::string call_end_;  // a call's body: the text its end adds
   std::string held_;      // header text, or body text that may start an end marker
 };
+
+// The length of the longest suffix of `text` that is a proper prefix of `tag` (what to hold
+// back until the next delta says whether the tag comes).
+size_t PartialTagAtEnd(std::string_view text, std::string_view tag);
 
 // Which parser a reply needs.
 enum class ReasoningFormat { kNone, kThinkTags, kHarmony };
